@@ -1,0 +1,47 @@
+"""The one SparkSession of this process (embedded `local[*]`)."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+
+_lock = threading.Lock()
+_spark = None
+
+DEFAULTS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.memory": "4g",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+}
+
+
+def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
+    """Create (once) and return the SparkSession, with the Delta source registered.
+
+    The catalog is in-memory; its managed-table directory is a private temp dir because
+    the Delta data itself lives under the profile's `warehouse_path`."""
+    global _spark
+    with _lock:
+        if _spark is not None:
+            return _spark
+        # Python workers must run the interpreter that has pyarrow, deltalake and this package.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.master(master).appName("dbt-spark-streaming")
+        settings = {**DEFAULTS, "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="dbt-spark-catalog-"),
+                    **(conf or {})}
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        from ..delta.source import DeltaSource
+
+        spark.dataSource.register(DeltaSource)
+        _spark = spark
+        return spark

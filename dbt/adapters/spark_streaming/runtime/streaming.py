@@ -1,0 +1,256 @@
+"""Running a streaming model: compile its SQL, bind its sources as streaming views, run the
+Structured Streaming query that maintains its Delta table, and report what happened.
+
+The checkpoint lives with the table (`<table>/_dbt_streaming/checkpoint`). Every Delta
+commit records, in commitInfo key `dbt_spark_streaming`: the source versions consumed so
+far, the batch's watermark, the Spark batch id and the query fingerprint.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from dbt.adapters.contracts.connection import AdapterResponse
+from dbt.adapters.events.logging import AdapterLogger
+
+from .. import sql as sqlfront
+from ..delta import types
+from ..delta.sink import BatchCommitter, create_table, last_metadata
+from ..delta.source import FORMAT
+from ..errors import StreamingError, config_error
+from .catalog import Catalog, is_delta
+
+logger = AdapterLogger("SparkStreaming")
+
+TRIGGERS = ("available_now",)
+
+
+@dataclass
+class StreamingModel:
+    schema: str
+    identifier: str
+    sql: str
+    config: Mapping[str, Any]
+    full_refresh: bool
+    materialization: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.schema}.{self.identifier}"
+
+
+@dataclass
+class StreamingAdapterResponse(AdapterResponse):
+    """What one `dbt run` of a streaming model did (also in run_results.json)."""
+
+    rows_read: int = 0
+    versions_read: dict = field(default_factory=dict)  # source -> [first, last] version read
+    batches: int = 0
+    rows_written: int = 0
+    late_rows: int = 0
+    watermark: Optional[str] = None
+    duration_s: float = 0.0
+
+
+def _trigger(config: Mapping[str, Any]) -> str:
+    trigger = config.get("trigger") or "available_now"
+    if isinstance(trigger, Mapping) and trigger.get("available_now") is True and len(trigger) == 1:
+        trigger = "available_now"
+    if trigger not in TRIGGERS:
+        raise config_error("trigger", trigger, "'available_now' (processing-time and continuous "
+                           "triggers are not implemented yet)")
+    return trigger
+
+
+class _Schemas(Mapping):
+    """Column types of relations by name, read from Delta on demand (for sql.compile_query)."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+
+    def __getitem__(self, name: str) -> dict[str, str]:
+        schema, _, identifier = name.rpartition(".")
+        path = self.catalog.location(schema or "default", identifier)
+        if not is_delta(path):
+            raise KeyError(name)
+        return dict(types.table_columns(path))
+
+    def __iter__(self):
+        return iter(f"{s}.{i}" for s, i in self.catalog._bound)
+
+    def __len__(self) -> int:
+        return len(self.catalog._bound)
+
+
+def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int]:
+    """Source versions (by table label) and watermark (ms) of `batch_id`, from Spark's
+    offset log, which Spark writes before it runs the batch."""
+    with open(os.path.join(checkpoint, "offsets", str(batch_id))) as fh:
+        lines = fh.read().splitlines()
+    watermark_ms = json.loads(lines[1]).get("batchWatermarkMs", 0)
+    versions = {}
+    for line in lines[2:]:
+        try:
+            offset = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(offset, dict) and "table" in offset:
+            versions[offset["table"]] = offset["version"]
+    return versions, watermark_ms
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _offset_version(offset) -> int | None:
+    if isinstance(offset, str):
+        offset = json.loads(offset) if offset.strip().startswith("{") else None
+    return offset.get("version") if isinstance(offset, dict) else None
+
+
+def _summarise(progress: list[dict]) -> tuple[int, dict, int, int | None]:
+    rows, late, versions, watermark = 0, 0, {}, None
+    for p in progress:
+        rows += p.get("numInputRows", 0)
+        late += sum(op.get("numRowsDroppedByWatermark", 0) for op in p.get("stateOperators", []))
+        for s in p.get("sources", []):
+            start, end = _offset_version(s.get("startOffset")), _offset_version(s.get("endOffset"))
+            label = json.loads(s["endOffset"])["table"] if isinstance(s.get("endOffset"), str) else None
+            if label and end is not None and (start is None or end > start):
+                first = (start if start is not None else -1) + 1
+                prev = versions.get(label)
+                versions[label] = [min(prev[0], first) if prev else first, end]
+        wm = p.get("eventTime", {}).get("watermark")
+        watermark = wm or watermark
+    return rows, versions, late, watermark
+
+
+def _query_id(checkpoint: str) -> str:
+    with open(os.path.join(checkpoint, "metadata")) as fh:
+        return json.load(fh)["id"]
+
+
+def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> StreamingAdapterResponse:
+    """Bring `model`'s Delta table up to date with its sources (available-now trigger)."""
+    from pyspark.errors import PySparkException
+
+    started = time.time()
+    _trigger(model.config)
+    target = catalog.location(model.schema, model.identifier)
+    checkpoint = os.path.join(target, "_dbt_streaming", "checkpoint")
+
+    try:
+        plan = sqlfront.compile_query(model.sql, schemas=_Schemas(catalog),
+                                      watermark_delay=model.config.get("watermark_delay"),
+                                      materialization=model.materialization)
+    except sqlfront.SqlError as exc:
+        raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None
+
+    if model.full_refresh:
+        logger.info(f"{model.name}: --full-refresh drops the table and its checkpoint")
+        catalog.unbind(model.schema, model.identifier)
+        shutil.rmtree(target, ignore_errors=True)
+    _check_state(model, plan, target, checkpoint)
+
+    bindings, paths = {}, {}
+    for i, name in enumerate(plan.sources):
+        schema, _, identifier = name.rpartition(".")
+        paths[name] = path = catalog.location(schema or "default", identifier)
+        view = f"__dss_{model.schema}_{model.identifier}_{i}"
+        spark.readStream.format(FORMAT).option("table", name).load(path).createOrReplaceTempView(view)
+        bindings[name] = view
+    try:
+        df = spark.sql(plan.sql_for(bindings))
+    except PySparkException as exc:
+        raise StreamingError("SSR303", f"Spark cannot plan the streaming query of {model.name}",
+                             str(exc).splitlines()[0], "Fix the model SQL; nothing was started or written.") from None
+
+    columns = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+    arrow_schema = types.arrow_schema(columns)
+    base_meta = {"fingerprint": plan.fingerprint, "model": model.name, "materialization": model.materialization}
+    written = {"rows": 0, "commits": 0, "replayed": 0}
+    committer: list[BatchCommitter] = []
+
+    def sink(batch_df, batch_id: int) -> None:
+        if not is_delta(target):
+            create_table(target, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
+        if not committer:
+            committer.append(BatchCommitter(target, f"dbt-spark-streaming-{_query_id(checkpoint)}", arrow_schema))
+        if committer[0].committed(batch_id):
+            # Replay of a batch already in Delta: Spark (4.2+) still needs the plan executed.
+            batch_df.write.format("noop").mode("overwrite").save()
+            written["replayed"] += 1
+            return
+        versions, watermark_ms = _read_offsets(checkpoint, batch_id)
+        table = batch_df.toArrow()
+        committer[0].commit(table, batch_id, {**base_meta, "batch_id": batch_id, "sources": versions,
+                                              "watermark_ms": watermark_ms, "watermark": _iso(watermark_ms)})
+        written["rows"] += table.num_rows
+        written["commits"] += 1
+
+    query = (df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
+             .outputMode("append").foreachBatch(sink).trigger(availableNow=True)
+             .option("checkpointLocation", checkpoint).start())
+    try:
+        query.awaitTermination()
+    except PySparkException as exc:
+        raise StreamingError("SSR306", f"the streaming query of {model.name} failed",
+                             _first_error_line(str(exc)),
+                             "Fix the cause and run `dbt run` again: it resumes from the last committed "
+                             "batch, nothing is lost or duplicated.") from None
+    catalog.bind(model.schema, model.identifier)
+
+    rows, versions, late, watermark = _summarise(query.recentProgress)
+    response = StreamingAdapterResponse(
+        _message="", rows_affected=written["rows"], rows_read=rows, versions_read=versions,
+        batches=written["commits"] + written["replayed"], rows_written=written["rows"], late_rows=late,
+        watermark=watermark, duration_s=round(time.time() - started, 2))
+    response._message = _log_line(model, response, paths)
+    logger.info(response._message)
+    return response
+
+
+def _log_line(model: StreamingModel, r: StreamingAdapterResponse, paths: dict[str, str]) -> str:
+    if not r.batches:
+        from deltalake import DeltaTable
+
+        at = ", ".join(f"{n} at v{DeltaTable(p).version()}" for n, p in paths.items())
+        return f"{model.name}: no new data ({at}); nothing committed"
+    read = ", ".join(f"{n} v{a}..v{b}" for n, (a, b) in r.versions_read.items()) or "no new versions"
+    return (f"{model.name}: read {r.rows_read} rows ({read}) in {r.batches} batches, wrote {r.rows_written} "
+            f"rows, {r.late_rows} late rows dropped, watermark {r.watermark or 'none'}, {r.duration_s}s")
+
+
+def _check_state(model: StreamingModel, plan, target: str, checkpoint: str) -> None:
+    """Refuse to run a changed query over old state, or a table whose checkpoint is gone."""
+    previous = last_metadata(target)
+    if previous and previous.get("fingerprint") != plan.fingerprint:
+        raise StreamingError(
+            "SSR301", f"the query of {model.name} changed since its table was built",
+            "its checkpoint holds state of the old query, and reusing it could silently miscount",
+            "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild it from the sources' full history.")
+    if previous and previous.get("batch_id") is not None and not os.path.isdir(os.path.join(checkpoint, "offsets")):
+        raise StreamingError(
+            "SSR305", f"the checkpoint of {model.name} is missing ({checkpoint})",
+            "without it the stream would reprocess every source version and duplicate rows",
+            "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild the table.")
+
+
+def _position(exc) -> str:
+    return f" (line {exc.position[0]}, column {exc.position[1]})" if getattr(exc, "position", None) else ""
+
+
+def _first_error_line(text: str) -> str:
+    for line in text.splitlines():
+        if "dbt-spark-streaming" in line or "Error" in line:
+            return line.strip()
+    return text.splitlines()[0] if text else "unknown error"

@@ -1,0 +1,40 @@
+"""SQL front-end of dbt-spark-streaming: Flink window TVFs (FLIP-145) rewritten to Spark SQL.
+
+Models are written with Flink's windowing table-valued functions::
+
+    SELECT window_start, window_end, item, SUM(price) AS total
+    FROM TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+    GROUP BY window_start, window_end, item
+
+:func:`compile_query` parses this with a sqlglot dialect (Spark + window TVFs + Spark 4's
+``WATERMARK`` clause), checks it, and rewrites every TVF into a derived table over its input::
+
+    (SELECT *, window(bidtime, '600 seconds', '600 seconds', '0 seconds') AS __w
+     FROM analytics.bids WATERMARK bidtime DELAY OF INTERVAL '60' SECONDS) AS bids
+
+The same SQL then runs over batch tables (the WATERMARK clause is a no-op there) and over
+streaming views.
+
+Why group by the window struct: Spark's append-mode check only lets an aggregation emit
+finished groups when a GROUP BY key is the event-time ``window()`` attribute that carries the
+watermark. ``window_start`` / ``window_end`` derived from it (``__w.start``) are ordinary
+columns to that check, so a window aggregate's ``GROUP BY window_start, window_end, k`` becomes
+``GROUP BY __w, k`` and its ``window_start`` / ``window_end`` / ``window_time`` references
+become ``__w.start`` / ``__w.end`` / ``__w.end - INTERVAL 1 MILLISECOND``. A TVF that is not
+aggregated is wrapped once more so it exposes exactly the input's columns plus
+``window_start``, ``window_end`` and ``window_time`` (as in Flink), hiding ``__w``.
+"""
+
+from .analysis import WindowSpec
+from .compiler import QueryPlan, compile_query, parse_watermark_delay
+from .dialect import SparkStreaming
+from .errors import SqlError
+
+__all__ = [
+    "QueryPlan",
+    "SparkStreaming",
+    "SqlError",
+    "WindowSpec",
+    "compile_query",
+    "parse_watermark_delay",
+]

@@ -1,0 +1,285 @@
+"""Static analysis of a parsed model query: window TVF arguments and query scopes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple
+
+from sqlglot import exp
+
+from .dialect import WindowTVF
+from .errors import Position, SqlError
+from .intervals import describe, interval_micros
+
+WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
+TIMESTAMP_TYPES = frozenset({"timestamp", "timestamp_ntz", "timestamp_ltz"})
+_PARAMS = {
+    "TUMBLE": (("DATA", "TIMECOL", "SIZE", "OFFSET"), 3),
+    "HOP": (("DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"), 4),
+}
+_SIGNATURES = {
+    "TUMBLE": "TUMBLE(TABLE <table>, DESCRIPTOR(<time column>), <size interval> [, <offset interval>])",
+    "HOP": "HOP(TABLE <table>, DESCRIPTOR(<time column>), <slide interval>, <size interval>"
+    " [, <offset interval>])",
+}
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """One windowing TVF: its input relation, time column and sizes in microseconds."""
+
+    source: str
+    time_column: str
+    kind: str
+    size_us: int
+    slide_us: int
+    offset_us: int
+
+
+def position_of(node: Optional[exp.Expr], sql: str) -> Position:
+    """(line, column), 1-based, of the first token of ``node`` in ``sql``, if known."""
+    if node is None:
+        return None
+    starts = [n.meta["start"] for n in node.walk() if isinstance(n.meta.get("start"), int)]
+    if not starts:
+        return None
+    start = min(starts)
+    return sql.count("\n", 0, start) + 1, start - sql.rfind("\n", 0, start)
+
+
+def table_key(table: exp.Table) -> str:
+    """Lower-case 'schema.identifier' (or 'identifier') of a table reference; catalog dropped."""
+    return ".".join(p for p in (table.db.lower(), table.name.lower()) if p)
+
+
+def own_nodes(scope: exp.Expr, *keys: str) -> Iterator[exp.Expr]:
+    """Nodes under ``scope`` (restricted to the args ``keys`` if given) not inside a nested query."""
+    roots: List[exp.Expr] = []
+    if keys:
+        for key in keys:
+            value = scope.args.get(key)
+            roots.extend(v for v in (value if isinstance(value, list) else [value]) if v is not None)
+    else:
+        roots = [scope]
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        yield node
+        if node is not scope and isinstance(node, (exp.Query, exp.Subquery, WindowTVF)):
+            continue
+        stack.extend(reversed(list(node.iter_expressions())))
+
+
+def _bad_args(tvf: WindowTVF, sql: str, why: str, node: Optional[exp.Expr] = None) -> SqlError:
+    return SqlError(
+        "SSV102",
+        f"invalid arguments to window TVF {tvf.function}",
+        why,
+        f"Call it as TABLE({_SIGNATURES[tvf.function]}); named arguments "
+        f"({', '.join(_PARAMS[tvf.function][0])}) may follow the positional ones.",
+        position_of(node if node is not None else tvf.this, sql),
+    )
+
+
+def bind_arguments(tvf: WindowTVF, sql: str) -> Dict[str, exp.Expr]:
+    """Map a TVF's positional and named arguments to parameter names (SSV102/SSV120 on error)."""
+    if tvf.function not in _PARAMS:
+        raise SqlError(
+            "SSV120",
+            f"window TVF {tvf.function} is not supported yet",
+            "dbt-spark-streaming currently rewrites only TUMBLE and HOP windows to Spark",
+            "Use TUMBLE or HOP, or compute the windows yourself with Spark's session_window()"
+            " / window() functions.",
+            position_of(tvf.this, sql),
+        )
+    names, required = _PARAMS[tvf.function]
+    bound: Dict[str, exp.Expr] = {}
+    seen_named = False
+    for i, arg in enumerate(tvf.expressions):
+        if isinstance(arg, exp.Kwarg):
+            seen_named = True
+            name = arg.this.name.upper()
+            if name not in names:
+                raise _bad_args(tvf, sql, f"unknown named argument {name}", arg)
+            if name in bound:
+                raise _bad_args(tvf, sql, f"argument {name} is given twice", arg)
+            bound[name] = arg.expression
+        else:
+            if seen_named:
+                raise _bad_args(tvf, sql, "a positional argument follows a named one", arg)
+            if i >= len(names):
+                raise _bad_args(tvf, sql, f"too many arguments ({len(tvf.expressions)})", arg)
+            bound[names[i]] = arg
+    missing = [n for n in names[:required] if n not in bound]
+    if missing:
+        raise _bad_args(tvf, sql, f"missing argument(s) {', '.join(missing)}")
+    return bound
+
+
+def _interval(tvf: WindowTVF, sql: str, bound: Dict[str, exp.Expr], name: str) -> int:
+    node = bound[name]
+    us = interval_micros(node)
+    if us is None:
+        raise _bad_args(
+            tvf, sql, f"{name} must be an interval literal such as INTERVAL '10' MINUTES, "
+            f"got {node.sql(dialect='spark')}", node)
+    if name != "OFFSET" and us <= 0:
+        raise _bad_args(tvf, sql, f"{name} must be a positive interval, got {node.sql('spark')}", node)
+    return us
+
+
+def analyse_tvf(tvf: WindowTVF, sql: str, schemas: Mapping[str, Mapping[str, str]]) -> WindowSpec:
+    """Validate one window TVF against ``schemas`` and return its WindowSpec."""
+    bound = bind_arguments(tvf, sql)
+    data, timecol = bound["DATA"], bound["TIMECOL"]
+    if not isinstance(data, exp.Table) or not isinstance(data.this, exp.Identifier):
+        raise _bad_args(tvf, sql, "DATA must be TABLE <name> (e.g. TABLE analytics.bids)", data)
+    if not (
+        isinstance(timecol, exp.Anonymous)
+        and timecol.name.upper() == "DESCRIPTOR"
+        and len(timecol.expressions) == 1
+        and isinstance(timecol.expressions[0], exp.Column)
+    ):
+        raise _bad_args(tvf, sql, "TIMECOL must be DESCRIPTOR(<time column>)", timecol)
+    size = _interval(tvf, sql, bound, "SIZE")
+    slide = _interval(tvf, sql, bound, "SLIDE") if "SLIDE" in bound else size
+    offset = _interval(tvf, sql, bound, "OFFSET") if "OFFSET" in bound else 0
+    if size % slide:
+        raise _bad_args(tvf, sql, f"HOP size ({describe(size)}) must be a whole multiple of its "
+                        f"slide ({describe(slide)})", bound["SIZE"])
+    if abs(offset) >= slide:
+        raise _bad_args(tvf, sql, f"the absolute OFFSET ({describe(abs(offset))}) must be smaller than "
+                        f"the window {'slide' if 'SLIDE' in bound else 'size'} ({describe(slide)})",
+                        bound["OFFSET"])
+    source = table_key(data)
+    schema = {k.lower(): k for k in schemas}
+    if source not in schema:
+        raise SqlError(
+            "SSV104", f"unknown input table {source} for window TVF {tvf.function}",
+            "its columns are needed to check the time column and to expose the window columns",
+            f"Add {source} to the adapter's source schemas (known: {', '.join(sorted(schema)) or 'none'}).",
+            position_of(data, sql))
+    columns = {c.lower(): (c, str(t)) for c, t in schemas[schema[source]].items()}
+    col_node = timecol.expressions[0]
+    col = col_node.name.lower()
+    if col not in columns:
+        raise SqlError(
+            "SSV103", f"time column {col_node.name} is not a column of {source}",
+            f"DESCRIPTOR must name a timestamp column of the input table; {source} has "
+            f"{', '.join(c for c, _ in columns.values())}",
+            "Name one of those columns in DESCRIPTOR(...).", position_of(col_node, sql))
+    ctype = columns[col][1].strip().lower()
+    if ctype not in TIMESTAMP_TYPES:
+        raise SqlError(
+            "SSV103", f"time column {columns[col][0]} of {source} has type {ctype}",
+            "window TVFs need an event-time column of type timestamp or timestamp_ntz",
+            "Use a timestamp column, or cast it in an upstream model.", position_of(col_node, sql))
+    return WindowSpec(source, columns[col][0], tvf.function.lower(), size, slide, offset)
+
+
+def tvf_scope(tvf: WindowTVF) -> Optional[exp.Select]:
+    """The SELECT whose FROM / JOIN holds ``tvf``."""
+    parent = tvf.parent
+    if isinstance(parent, (exp.From, exp.Join)) and isinstance(parent.parent, exp.Select):
+        return parent.parent
+    return None
+
+
+def window_key(col: exp.Expr, tvf: WindowTVF) -> Optional[str]:
+    """'window_start' / 'window_end' / 'window_time' if ``col`` refers to that column of ``tvf``."""
+    if not isinstance(col, exp.Column) or col.name.lower() not in WINDOW_COLUMNS:
+        return None
+    if col.table and col.table.lower() != tvf_alias(tvf).lower():
+        return None
+    return col.name.lower()
+
+
+def tvf_alias(tvf: WindowTVF) -> str:
+    """The alias a TVF is referred by: its own alias, else its input table's name."""
+    if tvf.alias:
+        return tvf.alias
+    for arg in tvf.expressions:
+        value = arg.expression if isinstance(arg, exp.Kwarg) else arg
+        if isinstance(value, exp.Table):
+            return value.name.lower()
+    return tvf.function.lower()
+
+
+def is_aggregating(select: exp.Select) -> bool:
+    """True if ``select`` groups, is DISTINCT, or uses aggregate functions in its own scope."""
+    if select.args.get("group") or select.args.get("distinct"):
+        return True
+    return any(isinstance(n, exp.AggFunc) for n in own_nodes(select, "expressions", "having"))
+
+
+@dataclass
+class Classification:
+    """Result of classifying the query's scopes."""
+
+    kind: str
+    window_aggregates: Dict[int, exp.Select]  # id(tvf) -> window aggregate scope
+    aggregating: bool
+    updating_reason: Optional[Tuple[str, Optional[exp.Expr]]]
+
+
+def classify(tree: exp.Expr, tvfs: List[WindowTVF], sql: str) -> Classification:
+    """Find window aggregates (SSV107 on half-grouped windows) and decide append vs updating."""
+    by_scope: Dict[int, List[WindowTVF]] = {}
+    for tvf in tvfs:
+        scope = tvf_scope(tvf)
+        if scope is not None:
+            by_scope.setdefault(id(scope), []).append(tvf)
+    window_aggs: Dict[int, exp.Select] = {}
+    aggregating = False
+    reason: Optional[Tuple[str, Optional[exp.Expr]]] = None
+    for select in tree.find_all(exp.Select):
+        scope_tvfs = by_scope.get(id(select), [])
+        if len(scope_tvfs) > 1:
+            raise SqlError(
+                "SSV108", "window joins (two window TVFs in one SELECT) are not supported yet",
+                "only one window TVF per SELECT can be rewritten to a Spark window() column",
+                "Aggregate each window in its own model or CTE and join the results.",
+                position_of(scope_tvfs[1].this, sql))
+        if not is_aggregating(select):
+            continue
+        for node in own_nodes(select, "expressions", "having"):
+            if isinstance(node, exp.AggFunc) and isinstance(node.this, exp.Distinct):
+                raise SqlError(
+                    "SSV108", "DISTINCT aggregates are not supported yet",
+                    "Spark structured streaming cannot compute exact distinct aggregates",
+                    "Use approx_count_distinct(...) or deduplicate in an upstream model.",
+                    position_of(node, sql))
+        aggregating = True
+        group = select.args.get("group")
+        keys = set()
+        if scope_tvfs and group:
+            keys = {window_key(g, scope_tvfs[0]) for g in group.expressions} - {None}
+        if "window_start" in keys and "window_end" in keys:
+            window_aggs[id(scope_tvfs[0])] = select
+            continue
+        if keys & {"window_start", "window_end"}:
+            missing = ({"window_start", "window_end"} - keys).pop()
+            raise SqlError(
+                "SSV107", f"window aggregate does not group by {missing}",
+                "a window aggregate must group by both window_start and window_end of its window"
+                " TVF (FLIP-145) so that each window is emitted exactly once",
+                "Add window_start and window_end to the GROUP BY.", position_of(group, sql))
+        if reason is None:
+            names = {g.name.lower() for g in (group.expressions if group else [])
+                     if isinstance(g, exp.Column)}
+            if {"window_start", "window_end"} <= names:
+                why = ("it groups by window_start and window_end of a CTE or subquery rather than "
+                       "of a window TVF in its own FROM clause, so Spark cannot tell when a window "
+                       "is complete (put the TABLE(TUMBLE(...)) directly in this SELECT's FROM and "
+                       "move filters into its WHERE)")
+            else:
+                why = ("it aggregates without grouping by window_start and window_end of a window "
+                       "TVF in its FROM clause, so its results change as new rows arrive")
+            reason = (why, group or select)
+    for node in tree.find_all(exp.Union, exp.Intersect, exp.Except):
+        if reason is None and (node.args.get("distinct") or not isinstance(node, exp.Union)):
+            reason = (f"{node.key.upper()} {'ALL' if not node.args.get('distinct') else 'DISTINCT'}"
+                      " deduplicates rows across the whole stream, so its result keeps changing",
+                      node)
+    kind = "updating" if reason else "append"
+    return Classification(kind, window_aggs, aggregating, reason)

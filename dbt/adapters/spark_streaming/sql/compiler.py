@@ -1,0 +1,195 @@
+"""compile_query(): parse, analyse and rewrite a model's SQL into a QueryPlan."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import List, Mapping, Optional, Set, Tuple
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from .analysis import WindowSpec, analyse_tvf, classify, position_of, table_key
+from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
+from .errors import SqlError
+from .intervals import parse_duration
+from .rewrite import rewrite_tvfs
+
+STREAMING_VIEW = "streaming_view"
+UPSERT_TABLE = "upsert_table"
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """The analysed, rewritten model query."""
+
+    spark_sql: str
+    sources: Tuple[str, ...]
+    kind: str
+    windows: Tuple[WindowSpec, ...]
+    watermark_delay_us: Optional[int]
+    fingerprint: str
+    _tree: exp.Expr = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+
+    def sql_for(self, bindings: Mapping[str, str]) -> str:
+        """``spark_sql`` with each source ``name`` replaced by the identifier ``bindings[name]``.
+
+        Sources missing from ``bindings`` are left unchanged. A replaced table keeps a
+        correlation name (its alias, else its original table name) so qualified column
+        references such as ``bids.price`` keep resolving.
+        """
+        tree = self._tree.copy() if self._tree is not None else _parse(self.spark_sql)
+        lowered = {k.lower(): v for k, v in bindings.items()}
+        for table in _source_tables(tree):
+            key = table_key(table)
+            if key not in lowered:
+                continue
+            new = exp.Table(this=exp.to_identifier(lowered[key]))
+            if table.args.get("alias") is not None:
+                new.set("alias", table.args["alias"].copy())
+            elif not isinstance(table.parent, WatermarkedTable):
+                new.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
+            for arg in ("joins", "pivots", "hints"):
+                if table.args.get(arg):
+                    new.set(arg, table.args[arg])
+            table.replace(new)
+        return _generate(tree)
+
+
+def _generate(tree: exp.Expr) -> str:
+    return tree.sql(dialect=SparkStreaming, comments=False)
+
+
+def _parse(sql: str) -> exp.Expr:
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=SparkStreaming) if s is not None]
+    except ParseError as e:
+        err = e.errors[0] if e.errors else {}
+        pos = (err["line"], err["col"]) if err.get("line") else None
+        why = str(err.get("description") or e).splitlines()[0].split(" <Token")[0]
+        if err.get("highlight"):
+            why += f" {err['highlight']!r}" if why.endswith(" got") else f" near {err['highlight']!r}"
+        raise SqlError(
+            "SSV101", "the model SQL does not parse", why,
+            "Fix the syntax; window TVFs are written TABLE(TUMBLE(TABLE <table>, "
+            "DESCRIPTOR(<time column>), INTERVAL '10' MINUTES)).", pos) from None
+    except TokenError as e:
+        raise SqlError("SSV101", "the model SQL does not parse", str(e),
+                       "Check quotes and comments are closed.") from None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        raise SqlError(
+            "SSV101", "the model SQL is not a single query",
+            f"expected one SELECT statement, found {len(statements)} statement(s)"
+            + ("" if not statements or isinstance(statements[0], exp.Query)
+               else f" starting with {statements[0].key.upper()}"),
+            "Write the model as a single SELECT (CTEs and set operations are fine).")
+    return statements[0]
+
+
+def _cte_names(tree: exp.Expr) -> Set[str]:
+    return {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+
+
+def _source_tables(tree: exp.Expr) -> List[exp.Table]:
+    """Table references that name relations (not CTEs or table functions), in text order."""
+    ctes = _cte_names(tree)
+    tables = [
+        t for t in tree.find_all(exp.Table)
+        if isinstance(t.this, exp.Identifier) and not (not t.db and t.name.lower() in ctes)
+    ]
+    return sorted(tables, key=lambda t: t.this.meta.get("start", 0))
+
+
+def _normalize_sources(tree: exp.Expr) -> Tuple[str, ...]:
+    """Lower-case source table names in place (dropping catalogs); return them deduplicated."""
+    seen: List[str] = []
+    for table in _source_tables(tree):
+        key = table_key(table)
+        if key not in seen:
+            seen.append(key)
+        table.set("catalog", None)
+        table.set("this", exp.to_identifier(table.name.lower()))
+        table.set("db", exp.to_identifier(table.db.lower()) if table.db else None)
+    return tuple(seen)
+
+
+def _check_unsupported(tree: exp.Expr, sql: str) -> None:
+    for arg, label in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
+        node = tree.args.get(arg)
+        if node is not None:
+            raise SqlError(
+                "SSV108", f"{label} on the model's result is not supported yet",
+                "a streaming result is unbounded and is never complete, so it cannot be "
+                "sorted or truncated", f"Remove the {label}; order or limit when querying the "
+                "model's output.", position_of(node, sql))
+    for node in tree.find_all(exp.Window):
+        raise SqlError(
+            "SSV108", "window functions (OVER ...) are not supported yet",
+            "Spark structured streaming cannot evaluate OVER clauses on streams",
+            "Use a window TVF aggregate (TABLE(TUMBLE(...)) grouped by window_start, "
+            "window_end) or compute it in a batch model.", position_of(node, sql))
+
+
+def parse_watermark_delay(value: Optional[str]) -> Optional[int]:
+    """Parse the ``watermark_delay`` config ('1 minute', '30 seconds') to microseconds."""
+    if value is None:
+        return None
+    try:
+        us = parse_duration(str(value))
+    except ValueError:
+        us = -1
+    if us < 0:
+        raise SqlError(
+            "SSV110", f"invalid watermark_delay {value!r}",
+            "it must be a non-negative duration made of <number> <unit> parts",
+            "Set watermark_delay like '1 minute', '30 seconds', '2 hours' or '0 seconds'.")
+    return us
+
+
+def compile_query(
+    sql: str,
+    *,
+    schemas: Mapping[str, Mapping[str, str]],
+    watermark_delay: Optional[str],
+    materialization: str = STREAMING_VIEW,
+) -> QueryPlan:
+    """Parse, check and rewrite model ``sql`` (Flink window TVFs) into Spark SQL.
+
+    ``schemas`` maps lower-case 'schema.identifier' to {column: spark type}; it must
+    cover every window TVF input. Raises SqlError (codes SSV1xx) on invalid input.
+    """
+    delay_us = parse_watermark_delay(watermark_delay)
+    tree = _parse(sql)
+    _check_unsupported(tree, sql)
+    tvfs = list(tree.find_all(WindowTVF))
+    tvfs.sort(key=lambda t: t.this.meta.get("start", 0))
+    specs = [analyse_tvf(tvf, sql, schemas) for tvf in tvfs]
+    cls = classify(tree, tvfs, sql)
+    if materialization == STREAMING_VIEW:
+        if cls.kind == "updating":
+            why, node = cls.updating_reason or ("the query is updating", None)
+            raise SqlError(
+                "SSV106", "this query produces updating results, which a streaming_view "
+                "cannot hold", why + "; a streaming_view only appends rows that never change",
+                "Use materialized='upsert_table' for updating results, or aggregate over a "
+                "window TVF grouped by window_start and window_end.", position_of(node, sql))
+        if cls.aggregating and delay_us is None:
+            raise SqlError(
+                "SSV105", "window aggregate without a watermark delay",
+                "a streaming_view emits each window once, when the watermark passes the window's "
+                "end, so it needs to know how late rows may arrive",
+                "Set watermark_delay in the model config (e.g. watermark_delay='1 minute').",
+                position_of(next(iter(cls.window_aggregates.values()), tree).args.get("group"), sql))
+    sources = _normalize_sources(tree)
+    rewrite_tvfs(tvfs, specs, cls.window_aggregates, schemas, delay_us)
+    spark_sql = _generate(tree)
+    return QueryPlan(
+        spark_sql=spark_sql,
+        sources=sources,
+        kind=cls.kind,
+        windows=tuple(specs),
+        watermark_delay_us=delay_us,
+        fingerprint=hashlib.sha256(spark_sql.encode("utf-8")).hexdigest(),
+        _tree=tree,
+    )

@@ -1,0 +1,150 @@
+"""sqlglot dialect: Spark plus Flink windowing TVFs (FLIP-145) and Spark 4's WATERMARK clause."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.generators.spark import SparkGenerator
+from sqlglot.parsers.spark import SparkParser
+from sqlglot.tokens import TokenType
+
+TVF_NAMES = frozenset({"TUMBLE", "HOP", "CUMULATE", "SESSION"})
+
+
+class WindowTVF(exp.Expression):
+    """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), INTERVAL ...)) [AS alias]`` in FROM / JOIN position.
+
+    ``this`` is the function name (Var, upper case); ``expressions`` the arguments, where
+    ``TABLE t`` is an ``exp.Table``, ``DESCRIPTOR(c)`` an ``exp.Anonymous`` and a named
+    argument an ``exp.Kwarg``.
+    """
+
+    arg_types = {"this": True, "expressions": False, "alias": False, "joins": False, "pivots": False}
+
+    @property
+    def function(self) -> str:
+        """Upper-case TVF name, e.g. 'TUMBLE'."""
+        return self.this.name.upper()
+
+
+class WatermarkedTable(exp.Expression):
+    """``<table> WATERMARK <column> DELAY OF <interval>`` (Spark 4 SQL watermark clause)."""
+
+    arg_types = {"this": True, "column": True, "delay": True}
+
+
+def _is_watermark_keyword(token: Any) -> bool:
+    return token is not None and token.token_type == TokenType.VAR and token.text.upper() == "WATERMARK"
+
+
+class SparkStreamingParser(SparkParser):
+    """Spark parser that also understands window TVFs and the WATERMARK clause."""
+
+    def _tvf_ahead(self) -> bool:
+        toks = self._tokens
+        i = self._index
+        return (
+            i + 3 < len(toks)
+            and toks[i].token_type == TokenType.TABLE
+            and toks[i + 1].token_type == TokenType.L_PAREN
+            and toks[i + 2].text.upper() in TVF_NAMES
+            and toks[i + 3].token_type == TokenType.L_PAREN
+        )
+
+    def _parse_table_alias(self, *args: Any, **kwargs: Any) -> Optional[exp.TableAlias]:
+        if _is_watermark_keyword(self._curr):
+            return None
+        return super()._parse_table_alias(*args, **kwargs)
+
+    def _parse_table(self, *args: Any, **kwargs: Any) -> Optional[exp.Expr]:
+        schema = kwargs.get("schema") or (args[0] if args else False)
+        if not schema and not kwargs.get("is_db_reference") and self._tvf_ahead():
+            return self._parse_window_tvf(kwargs.get("alias_tokens"))
+        table = super()._parse_table(*args, **kwargs)
+        if isinstance(table, exp.Table) and _is_watermark_keyword(self._curr):
+            self._advance()
+            column = self._parse_column()
+            if not self._match_text_seq("DELAY", "OF"):
+                self.raise_error("Expected DELAY OF after WATERMARK <column>")
+            delay = self._parse_interval()
+            table = self.expression(WatermarkedTable(this=table, column=column, delay=delay))
+        return table
+
+    def _parse_tvf_arg(self) -> Optional[exp.Expr]:
+        name: Optional[str] = None
+        if self._next is not None and self._next.token_type == TokenType.FARROW:
+            name = self._curr.text.upper()
+            self._advance(2)
+        if self._match(TokenType.TABLE):
+            value: Optional[exp.Expr] = self._parse_table_parts()
+        else:
+            value = self._parse_assignment()
+        if value is None:
+            self.raise_error("Expected a window TVF argument")
+        if name is not None:
+            return self.expression(exp.Kwarg(this=exp.var(name), expression=value))
+        return value
+
+    def _parse_window_tvf(self, alias_tokens: Any = None) -> WindowTVF:
+        self._advance()  # TABLE
+        self._match_l_paren()
+        name_token = self._curr
+        self._advance()
+        self._match_l_paren()
+        args: List[exp.Expr] = []
+        if not self._match(TokenType.R_PAREN, advance=False):
+            while True:
+                arg = self._parse_tvf_arg()
+                if arg is not None:
+                    args.append(arg)
+                if not self._match(TokenType.COMMA):
+                    break
+        self._match_r_paren()
+        self._match_r_paren()
+        func = exp.var(name_token.text.upper())
+        func.meta.update(line=name_token.line, col=name_token.col, start=name_token.start)
+        node = WindowTVF(this=func, expressions=args)
+        alias = self._parse_table_alias(alias_tokens=alias_tokens or self.TABLE_ALIAS_TOKENS)
+        if alias:
+            node.set("alias", alias)
+        return node
+
+
+def _tvf_arg_sql(gen: SparkGenerator, arg: exp.Expr) -> str:
+    if isinstance(arg, exp.Kwarg):
+        return f"{gen.sql(arg, 'this')} => {_tvf_arg_sql(gen, arg.expression)}"
+    if isinstance(arg, exp.Table):
+        return f"TABLE {gen.sql(arg)}"
+    return gen.sql(arg)
+
+
+def _window_tvf_sql(gen: SparkGenerator, node: WindowTVF) -> str:
+    args = ", ".join(_tvf_arg_sql(gen, a) for a in node.expressions)
+    alias = gen.sql(node, "alias")
+    return f"TABLE({node.function}({args}))" + (f" AS {alias}" if alias else "")
+
+
+def _watermarked_sql(gen: SparkGenerator, node: WatermarkedTable) -> str:
+    return (
+        f"{gen.sql(node, 'this')} WATERMARK {gen.sql(node, 'column')} "
+        f"DELAY OF {gen.sql(node, 'delay')}"
+    )
+
+
+class SparkStreamingGenerator(SparkGenerator):
+    """Spark generator that can print window TVFs (for messages) and WATERMARK clauses."""
+
+    TRANSFORMS = {
+        **SparkGenerator.TRANSFORMS,
+        WindowTVF: _window_tvf_sql,
+        WatermarkedTable: _watermarked_sql,
+    }
+
+
+class SparkStreaming(Spark):
+    """The dbt-spark-streaming SQL dialect (Spark + FLIP-145 window TVFs + WATERMARK)."""
+
+    Parser = SparkStreamingParser
+    Generator = SparkStreamingGenerator

@@ -1,0 +1,44 @@
+"""Helpers for functional tests: Delta tables are read back with delta-rs, not through the
+adapter, so a test checks what is really stored."""
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+META_KEY = "dbt_spark_streaming"
+
+
+def table_path(project, identifier: str) -> str:
+    return os.path.join(project.adapter.config.credentials.warehouse_path, project.test_schema, identifier)
+
+
+def rows(path: str, order_by: list[str]) -> list[tuple]:
+    """All rows of the Delta table at `path`, as tuples in column order, sorted."""
+    table = DeltaTable(path).to_pyarrow_table()
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+def commits(path: str) -> list[dict]:
+    """Our metadata of every commit that has it, oldest first, with the table version."""
+    out = []
+    for entry in reversed(DeltaTable(path).history()):
+        if META_KEY in entry:
+            out.append({**json.loads(entry[META_KEY]), "table_version": entry["version"]})
+    return out
+
+
+def ts(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+
+
+def append_bids(path: str, bids: list[tuple[str, float, str]]) -> None:
+    """Append (bidtime, price, item) rows to the bids Delta table as one version."""
+    write_deltalake(path, pa.table({
+        "bidtime": pa.array([ts(b[0]) for b in bids], pa.timestamp("us", tz="UTC")),
+        "price": pa.array([float(b[1]) for b in bids]),
+        "item": pa.array([b[2] for b in bids]),
+    }), mode="append")

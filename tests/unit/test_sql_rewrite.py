@@ -1,0 +1,289 @@
+"""Rewrite of Flink window TVFs into Spark SQL (dbt.adapters.spark_streaming.sql)."""
+
+import pytest
+import sqlglot
+
+from dbt.adapters.spark_streaming.sql import SparkStreaming, WindowSpec, compile_query
+
+SCHEMAS = {
+    "analytics.bids": {"bidtime": "timestamp", "price": "double", "item": "string"},
+    "analytics.items": {"id": "string", "name": "string"},
+}
+MIN = 60_000_000
+W10 = "WINDOW(bidtime, '600 seconds', '600 seconds', '0 seconds') AS __w"
+WM = "WATERMARK bidtime DELAY OF INTERVAL '60' SECONDS"
+INNER = f"(SELECT *, {W10} FROM analytics.bids {WM})"
+PROJ = (
+    "SELECT bidtime, price, item, __w.start AS window_start, __w.end AS window_end, "
+    f"__w.end - INTERVAL '1' MILLISECOND AS window_time FROM {INNER}"
+)
+TUMBLE = "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))"
+
+
+def norm(sql: str) -> str:
+    """Normalize SQL text through the dialect (whitespace, keyword case)."""
+    return sqlglot.parse_one(sql, read=SparkStreaming).sql(dialect=SparkStreaming)
+
+
+def compile_(sql, delay="1 minute", materialization="streaming_view"):
+    return compile_query(sql, schemas=SCHEMAS, watermark_delay=delay,
+                         materialization=materialization)
+
+
+REWRITES = [
+    pytest.param(
+        f"""SELECT window_start, window_end, item, SUM(price) AS total, COUNT(*) AS bids
+        FROM {TUMBLE}
+        GROUP BY window_start, window_end, item""",
+        "SELECT __w.start AS window_start, __w.end AS window_end, item, SUM(price) AS total, "
+        f"COUNT(*) AS bids FROM {INNER} AS bids GROUP BY __w, item",
+        id="flip145-tumble-aggregate",
+    ),
+    pytest.param(f"SELECT * FROM {TUMBLE}", f"SELECT * FROM ({PROJ}) AS bids", id="flip145-select-star"),
+    pytest.param(
+        f"SELECT item, window_start FROM {TUMBLE} AS t WHERE price > 2",
+        f"SELECT item, window_start FROM ({PROJ}) AS t WHERE price > 2",
+        id="projection-filter-alias",
+    ),
+    pytest.param(
+        f"SELECT t.window_start AS ws, window_time, COUNT(*) c FROM {TUMBLE} t WHERE price > 1 "
+        "GROUP BY t.window_start, t.window_end HAVING COUNT(*) > 2",
+        "SELECT __w.start AS ws, __w.end - INTERVAL '1' MILLISECOND AS window_time, COUNT(*) AS c "
+        f"FROM {INNER} AS t WHERE price > 1 GROUP BY __w HAVING COUNT(*) > 2",
+        id="qualified-refs-where-having",
+    ),
+    pytest.param(
+        f"SELECT DATE_FORMAT(window_end, 'HH:mm') AS e, window_time + INTERVAL 1 SECOND AS x, "
+        f"COUNT(*) AS n FROM {TUMBLE} GROUP BY window_end, window_start",
+        "SELECT DATE_FORMAT(__w.end, 'HH:mm') AS e, (__w.end - INTERVAL '1' MILLISECOND) + "
+        f"INTERVAL '1' SECOND AS x, COUNT(*) AS n FROM {INNER} AS bids GROUP BY __w",
+        id="window-columns-inside-expressions",
+    ),
+    pytest.param(
+        f"WITH agg AS (SELECT window_start, window_end, COUNT(*) AS n FROM {TUMBLE} "
+        "GROUP BY window_start, window_end) SELECT * FROM agg WHERE n > 10",
+        "WITH agg AS (SELECT __w.start AS window_start, __w.end AS window_end, COUNT(*) AS n "
+        f"FROM {INNER} AS bids GROUP BY __w) SELECT * FROM agg WHERE n > 10",
+        id="aggregate-in-cte",
+    ),
+    pytest.param(
+        f"WITH src AS (SELECT * FROM {TUMBLE}) SELECT item FROM src",
+        f"WITH src AS (SELECT * FROM ({PROJ}) AS bids) SELECT item FROM src",
+        id="tvf-in-cte",
+    ),
+    pytest.param(
+        f"SELECT b.item, i.name FROM {TUMBLE} AS b JOIN analytics.items AS i ON b.item = i.id",
+        f"SELECT b.item, i.name FROM ({PROJ}) AS b JOIN analytics.items AS i ON b.item = i.id",
+        id="join-static-table",
+    ),
+    pytest.param(
+        f"SELECT window_start, window_end, i.name, COUNT(*) AS n FROM {TUMBLE} AS b "
+        "JOIN analytics.items AS i ON b.item = i.id GROUP BY window_start, window_end, i.name",
+        "SELECT __w.start AS window_start, __w.end AS window_end, i.name, COUNT(*) AS n "
+        f"FROM {INNER} AS b JOIN analytics.items AS i ON b.item = i.id GROUP BY __w, i.name",
+        id="window-aggregate-with-join",
+    ),
+    pytest.param(
+        f"SELECT window_start, window_end, COUNT(*) AS n FROM {TUMBLE} "
+        "WHERE window_start >= '2024-01-01' AND price > 1 GROUP BY window_start, window_end",
+        "SELECT __w.start AS window_start, __w.end AS window_end, COUNT(*) AS n "
+        f"FROM {INNER} AS bids WHERE __w.start >= '2024-01-01' AND price > 1 GROUP BY __w",
+        id="window-column-in-aggregate-where",
+    ),
+    pytest.param(
+        f"SELECT window_start, window_end, item, APPROX_COUNT_DISTINCT(price) AS d FROM {TUMBLE} "
+        "GROUP BY window_start, window_end, item, window_time",
+        "SELECT __w.start AS window_start, __w.end AS window_end, item, "
+        f"APPROX_COUNT_DISTINCT(price) AS d FROM {INNER} AS bids GROUP BY __w, item",
+        id="group-by-window-time-too",
+    ),
+    pytest.param(
+        f"SELECT * FROM (SELECT item, window_end FROM {TUMBLE}) AS s WHERE item <> 'x' "
+        "UNION ALL SELECT item, bidtime FROM analytics.bids",
+        f"SELECT * FROM (SELECT item, window_end FROM ({PROJ}) AS bids) AS s WHERE item <> 'x' "
+        "UNION ALL SELECT item, bidtime FROM analytics.bids",
+        id="union-all-of-append-queries",
+    ),
+    pytest.param(
+        "SELECT item FROM analytics.bids WHERE price > 1 UNION ALL SELECT name FROM analytics.items",
+        "SELECT item FROM analytics.bids WHERE price > 1 UNION ALL SELECT name FROM analytics.items",
+        id="passthrough-union-all",
+    ),
+]
+
+
+@pytest.mark.parametrize("sql,expected", REWRITES)
+def test_rewrite(sql, expected):
+    plan = compile_(sql)
+    assert plan.spark_sql == norm(expected)
+    assert plan.kind == "append"
+
+
+def test_no_watermark_clause_without_delay():
+    plan = compile_(f"SELECT * FROM {TUMBLE}", delay=None)
+    assert "WATERMARK" not in plan.spark_sql
+    assert f"FROM (SELECT *, {W10} FROM analytics.bids)) AS bids" in plan.spark_sql
+    assert plan.watermark_delay_us is None
+
+
+AGG = "SELECT window_start, window_end, COUNT(*) AS n FROM {} GROUP BY window_start, window_end"
+TABLE_FORMS = [
+    "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))",
+    "TABLE(TUMBLE(DATA => TABLE analytics.bids, TIMECOL => DESCRIPTOR(bidtime), "
+    "SIZE => INTERVAL '10' MINUTES))",
+    "TABLE(TUMBLE(SIZE => INTERVAL '10' MINUTES, DATA => TABLE analytics.bids, "
+    "TIMECOL => DESCRIPTOR(bidtime)))",
+    "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), SIZE => INTERVAL '10' MINUTES))",
+    "TABLE(TUMBLE(TABLE analytics.bids, TIMECOL => DESCRIPTOR(bidtime), SIZE => INTERVAL '10' MINUTES))",
+    "TABLE(TUMBLE(TABLE `analytics`.`bids`, DESCRIPTOR(`bidtime`), INTERVAL '10' MINUTES))",
+    "TABLE(TUMBLE(TABLE Analytics.BIDS, DESCRIPTOR(BidTime), INTERVAL '10' MINUTES))",
+    "TABLE(TUMBLE(TABLE spark_catalog.analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))",
+    "TABLE(TUMBLE(TABLE `spark_catalog`.`analytics`.`bids`, DESCRIPTOR(bidtime), INTERVAL '10' MINUTE))",
+    "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10 minutes'))",
+    "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL 10 MINUTES))",
+    "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '600' SECONDS))",
+    "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '600' SECOND))",
+    "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '600000' MILLISECOND))",
+    "table(tumble(table analytics.bids, descriptor(bidtime), interval '10' minutes))",
+    "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)) AS bids",
+    "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)) bids",
+]
+
+
+@pytest.mark.parametrize("tvf", TABLE_FORMS)
+def test_argument_forms_are_equivalent(tvf):
+    plan = compile_(AGG.format(tvf))
+    assert plan.spark_sql == compile_(AGG.format(TABLE_FORMS[0])).spark_sql
+    assert plan.sources == ("analytics.bids",)
+    assert plan.windows == (WindowSpec("analytics.bids", "bidtime", "tumble", 10 * MIN, 10 * MIN, 0),)
+
+
+INTERVALS = [
+    ("INTERVAL '10' MINUTES", 10 * MIN, "600 seconds"),
+    ("INTERVAL '1' MINUTE", MIN, "60 seconds"),
+    ("INTERVAL '1' HOUR", 60 * MIN, "3600 seconds"),
+    ("INTERVAL '2' HOURS", 120 * MIN, "7200 seconds"),
+    ("INTERVAL '90' SECOND", 90_000_000, "90 seconds"),
+    ("INTERVAL '90' SECONDS", 90_000_000, "90 seconds"),
+    ("INTERVAL '2' DAY", 2 * 86_400_000_000, "172800 seconds"),
+    ("INTERVAL '2' DAYS", 2 * 86_400_000_000, "172800 seconds"),
+    ("INTERVAL '500' MILLISECOND", 500_000, "500 milliseconds"),
+    ("INTERVAL '1500' MILLISECONDS", 1_500_000, "1500 milliseconds"),
+    ("INTERVAL '10 minutes'", 10 * MIN, "600 seconds"),
+    ("INTERVAL '1 hour 30 minutes'", 90 * MIN, "5400 seconds"),
+]
+
+
+@pytest.mark.parametrize("interval,us,spark", INTERVALS)
+def test_interval_spellings(interval, us, spark):
+    sql = AGG.format(f"TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), {interval}))")
+    plan = compile_(sql)
+    assert plan.windows[0].size_us == us
+    assert f"WINDOW(bidtime, '{spark}', '{spark}', '0 seconds')" in plan.spark_sql
+
+
+@pytest.mark.parametrize(
+    "offset,us,spark",
+    [
+        ("INTERVAL '1' MINUTES", MIN, "60 seconds"),
+        ("INTERVAL '-1' MINUTES", -MIN, "-60 seconds"),
+        ("-INTERVAL '1' MINUTE", -MIN, "-60 seconds"),
+        ("INTERVAL '0' SECONDS", 0, "0 seconds"),
+    ],
+)
+@pytest.mark.parametrize("named", [False, True])
+def test_offset(offset, us, spark, named):
+    arg = f"OFFSET => {offset}" if named else offset
+    sql = AGG.format(
+        f"TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES, {arg}))")
+    plan = compile_(sql)
+    assert plan.windows[0].offset_us == us
+    assert f"'600 seconds', '600 seconds', '{spark}')" in plan.spark_sql
+
+
+@pytest.mark.parametrize(
+    "hop",
+    [
+        "TABLE(HOP(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES))",
+        "TABLE(HOP(DATA => TABLE analytics.bids, TIMECOL => DESCRIPTOR(bidtime), "
+        "SLIDE => INTERVAL '5' MINUTES, SIZE => INTERVAL '10' MINUTES))",
+        "TABLE(HOP(TABLE analytics.bids, DESCRIPTOR(bidtime), SIZE => INTERVAL '10' MINUTES, "
+        "SLIDE => INTERVAL '5' MINUTES, OFFSET => INTERVAL '0' MINUTES))",
+    ],
+)
+def test_hop(hop):
+    plan = compile_(AGG.format(hop))
+    assert plan.windows == (WindowSpec("analytics.bids", "bidtime", "hop", 10 * MIN, 5 * MIN, 0),)
+    assert "WINDOW(bidtime, '600 seconds', '300 seconds', '0 seconds') AS __w" in plan.spark_sql
+    assert plan.kind == "append"
+
+
+def test_plan_metadata():
+    plan = compile_(
+        f"SELECT b.item, i.name FROM {TUMBLE} AS b JOIN `Analytics`.`Items` i ON b.item = i.id "
+        "JOIN analytics.bids x ON x.item = b.item", delay="30 seconds")
+    assert plan.sources == ("analytics.bids", "analytics.items")
+    assert plan.watermark_delay_us == 30_000_000
+    assert plan.kind == "append"
+    assert "JOIN analytics.items AS i" in plan.spark_sql
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT item, COUNT(*) FROM analytics.bids GROUP BY item",
+        "SELECT COUNT(*) FROM analytics.bids",
+        "SELECT DISTINCT item FROM analytics.bids",
+        f"SELECT item, COUNT(*) FROM {TUMBLE} GROUP BY item",
+        "SELECT item FROM analytics.bids UNION SELECT name FROM analytics.items",
+    ],
+)
+def test_updating_allowed_in_upsert_table(sql):
+    plan = compile_(sql, delay=None, materialization="upsert_table")
+    assert plan.kind == "updating"
+
+
+def test_sql_for_binds_sources():
+    plan = compile_(
+        f"SELECT b.item, bids.name FROM {TUMBLE} AS b JOIN analytics.items AS i ON b.item = i.id "
+        "JOIN other.bids ON bids.id = i.id")
+    out = plan.sql_for({"analytics.bids": "ssv_src_1", "analytics.items": "ssv_src_2"})
+    assert "analytics." not in out
+    assert "FROM ssv_src_1 WATERMARK bidtime" in out
+    assert "JOIN ssv_src_2 AS i" in out
+    assert "JOIN other.bids ON" in out  # unbound source unchanged
+    out2 = plan.sql_for({"other.bids": "v"})
+    assert "JOIN v AS bids ON bids.id = i.id" in out2  # keeps its correlation name
+    assert plan.sql_for({}) == plan.spark_sql
+
+
+def test_fingerprint_stable_under_formatting():
+    a = compile_(AGG.format(TUMBLE))
+    b = compile_(
+        "-- my model\nselect   window_start,\n  window_end, /* n */ COUNT(*)   as n\nfrom\n"
+        + TUMBLE + "\n  group by window_start,window_end\n")
+    c = compile_(AGG.format(TUMBLE).replace("COUNT(*)", "SUM(price)"))
+    assert a.fingerprint == b.fingerprint
+    assert a.fingerprint != c.fingerprint
+    assert len(a.fingerprint) == 64
+
+
+def test_rewritten_sql_reparses():
+    plan = compile_(AGG.format(TUMBLE))
+    assert norm(plan.spark_sql) == plan.spark_sql
+
+
+def test_sql_for_without_tree_reparses_spark_sql():
+    from dataclasses import replace
+
+    plan = compile_(AGG.format(TUMBLE))
+    detached = replace(plan, _tree=None)
+    assert detached == plan
+    assert detached.sql_for({"analytics.bids": "v1"}) == plan.sql_for({"analytics.bids": "v1"})
+
+
+def test_sources_in_order_of_appearance_without_ctes():
+    plan = compile_(
+        "WITH a AS (SELECT * FROM s.z) SELECT * FROM a JOIN s.y ON a.k = y.k "
+        "JOIN `S`.`Z` AS z2 ON z2.k = a.k JOIN x ON x.k = a.k")
+    assert plan.sources == ("s.z", "s.y", "x")
