@@ -16,7 +16,7 @@ def table_path(project, identifier: str) -> str:
     return os.path.join(project.adapter.config.credentials.warehouse_path, project.test_schema, identifier)
 
 
-def rows(path: str, order_by: list[str]) -> list[tuple]:
+def rows(path: str) -> list[tuple]:
     """All rows of the Delta table at `path`, as tuples in column order, sorted."""
     table = DeltaTable(path).to_pyarrow_table()
     return sorted(tuple(r.values()) for r in table.to_pylist())

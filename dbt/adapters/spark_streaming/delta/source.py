@@ -56,7 +56,7 @@ def snapshot_files(root: str, version: int | None) -> list[tuple[str, dict]]:
 
 
 def added_files(root: str, start_exclusive: int, end_inclusive: int) -> list[tuple[str, dict]]:
-    """Files added (dataChange) by commits (start, end]; fails if a commit removes data."""
+    """Files added (dataChange) by commits (start, end]; fails (SSD401) if a commit removes data."""
     from ..errors import StreamingError
 
     out = []
@@ -73,6 +73,12 @@ def added_files(root: str, start_exclusive: int, end_inclusive: int) -> list[tup
                         "streaming_view cannot retract",
                         "Only append to streaming sources, or rebuild the model with `dbt run --full-refresh`.")
     return out
+
+
+def latest_version(root: str) -> int:
+    from deltalake import DeltaTable
+
+    return DeltaTable(root).version()
 
 
 def _partitions(files: list[tuple[str, dict]]) -> list[FilesPartition]:
@@ -111,9 +117,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"table": self.label, "version": version}
 
     def _latest(self) -> int:
-        from deltalake import DeltaTable
-
-        return DeltaTable(self.path).version()
+        return latest_version(self.path)
 
     def initialOffset(self):
         return self._offset(-1)

@@ -22,7 +22,7 @@ from dbt.adapters.events.logging import AdapterLogger
 from .. import sql as sqlfront
 from ..delta import types
 from ..delta.sink import BatchCommitter, create_table, last_metadata
-from ..delta.source import FORMAT
+from ..delta.source import FORMAT, added_files, latest_version
 from ..errors import StreamingError, config_error
 from .catalog import Catalog, is_delta
 
@@ -159,12 +159,18 @@ def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> Strea
         logger.info(f"{model.name}: --full-refresh drops the table and its checkpoint")
         catalog.unbind(model.schema, model.identifier)
         shutil.rmtree(target, ignore_errors=True)
-    _check_state(model, plan, target, checkpoint)
-
-    bindings, paths = {}, {}
-    for i, name in enumerate(plan.sources):
+    paths = {}
+    for name in plan.sources:
         schema, _, identifier = name.rpartition(".")
-        paths[name] = path = catalog.location(schema or "default", identifier)
+        paths[name] = catalog.location(schema or "default", identifier)
+        if not is_delta(paths[name]):
+            raise StreamingError(
+                "SSR302", f"source {name} of {model.name} has no Delta table", f"nothing at {paths[name]}",
+                "Run `dbt seed` / the upstream model first, or set the source's `meta: {location: ...}`.")
+    _check_state(model, plan, target, checkpoint, paths)
+
+    bindings = {}
+    for i, (name, path) in enumerate(paths.items()):
         view = f"__dss_{model.schema}_{model.identifier}_{i}"
         spark.readStream.format(FORMAT).option("table", name).load(path).createOrReplaceTempView(view)
         bindings[name] = view
@@ -214,24 +220,24 @@ def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> Strea
         _message="", rows_affected=written["rows"], rows_read=rows, versions_read=versions,
         batches=written["commits"] + written["replayed"], rows_written=written["rows"], late_rows=late,
         watermark=watermark, duration_s=round(time.time() - started, 2))
-    response._message = _log_line(model, response, paths)
-    logger.info(response._message)
+    logger.info(_log_line(model, response, paths))
+    response._message = (f"{response.rows_written} rows written, {rows} read" if response.batches
+                         else "no new data")
     return response
 
 
 def _log_line(model: StreamingModel, r: StreamingAdapterResponse, paths: dict[str, str]) -> str:
     if not r.batches:
-        from deltalake import DeltaTable
-
-        at = ", ".join(f"{n} at v{DeltaTable(p).version()}" for n, p in paths.items())
+        at = ", ".join(f"{n} at v{latest_version(p)}" for n, p in paths.items())
         return f"{model.name}: no new data ({at}); nothing committed"
     read = ", ".join(f"{n} v{a}..v{b}" for n, (a, b) in r.versions_read.items()) or "no new versions"
     return (f"{model.name}: read {r.rows_read} rows ({read}) in {r.batches} batches, wrote {r.rows_written} "
             f"rows, {r.late_rows} late rows dropped, watermark {r.watermark or 'none'}, {r.duration_s}s")
 
 
-def _check_state(model: StreamingModel, plan, target: str, checkpoint: str) -> None:
-    """Refuse to run a changed query over old state, or a table whose checkpoint is gone."""
+def _check_state(model: StreamingModel, plan, target: str, checkpoint: str, paths: dict[str, str]) -> None:
+    """Refuse, before any stream starts: a changed query over old state, a table whose
+    checkpoint is gone, a source that is no longer append-only since the last commit."""
     previous = last_metadata(target)
     if previous and previous.get("fingerprint") != plan.fingerprint:
         raise StreamingError(
@@ -243,6 +249,9 @@ def _check_state(model: StreamingModel, plan, target: str, checkpoint: str) -> N
             "SSR305", f"the checkpoint of {model.name} is missing ({checkpoint})",
             "without it the stream would reprocess every source version and duplicate rows",
             "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild the table.")
+    for name, version in (previous or {}).get("sources", {}).items():
+        if name in paths:
+            added_files(paths[name], version, latest_version(paths[name]))  # raises SSD401 on a remove
 
 
 def _position(exc) -> str:

@@ -152,14 +152,15 @@ def analyse_tvf(tvf: WindowTVF, sql: str, schemas: Mapping[str, Mapping[str, str
                         f"the window {'slide' if 'SLIDE' in bound else 'size'} ({describe(slide)})",
                         bound["OFFSET"])
     source = table_key(data)
-    schema = {k.lower(): k for k in schemas}
-    if source not in schema:
+    # `schemas` is looked up by key only (keys are lower-case names): the adapter's mapping
+    # reads a table's schema from Delta on demand.
+    if source not in schemas:
         raise SqlError(
             "SSV104", f"unknown input table {source} for window TVF {tvf.function}",
-            "its columns are needed to check the time column and to expose the window columns",
-            f"Add {source} to the adapter's source schemas (known: {', '.join(sorted(schema)) or 'none'}).",
+            "there is no Delta table by that name, and its columns are needed to check the time column",
+            "Run `dbt seed` or the upstream model first, or declare the source's `meta: {location: ...}`.",
             position_of(data, sql))
-    columns = {c.lower(): (c, str(t)) for c, t in schemas[schema[source]].items()}
+    columns = {c.lower(): (c, str(t)) for c, t in schemas[source].items()}
     col_node = timecol.expressions[0]
     col = col_node.name.lower()
     if col not in columns:

@@ -104,7 +104,6 @@ def rewrite_tvfs(
     delay_us: Optional[int],
 ) -> None:
     """Replace every window TVF in place by its Spark derived table."""
-    lower_schemas = {k.lower(): v for k, v in schemas.items()}
     for tvf, spec in zip(tvfs, specs):
         inner = _windowed_input(spec, _tvf_table(tvf), delay_us)
         alias = exp.TableAlias(this=exp.to_identifier(tvf_alias(tvf)))
@@ -113,6 +112,6 @@ def rewrite_tvfs(
             _replace_window_refs(scope, tvf)
             derived = exp.Subquery(this=inner, alias=alias)
         else:
-            columns = list(lower_schemas[spec.source])
+            columns = list(schemas[spec.source])
             derived = exp.Subquery(this=_projection_table(inner, columns), alias=alias)
         tvf.replace(derived)
