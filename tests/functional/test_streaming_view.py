@@ -50,7 +50,7 @@ class TestTumbleStreamingView:
 
     @pytest.fixture(scope="class")
     def tests(self):
-        return {"positive_totals.sql": SINGULAR.replace("{{ target.schema }}", "{{ target.schema }}")}
+        return {"positive_totals.sql": SINGULAR}
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
