@@ -45,7 +45,7 @@ class SparkStreamingAdapter(SparkAdapter):
         """Write a seed as a Delta table (see runtime/seeds.py)."""
         from .runtime.seeds import load_seed
 
-        spark, catalog = self._session()
+        catalog = self._session()[1]
         types = {c: (column_types or {}).get(c) or self.convert_type(agate_table, i)
                  for i, c in enumerate(agate_table.column_names)}
         return load_seed(catalog, relation.schema, relation.identifier, agate_table, types)
@@ -64,7 +64,7 @@ class SparkStreamingAdapter(SparkAdapter):
     @available.parse_none
     def drop_delta_relation(self, relation: BaseRelation) -> None:
         """Drop the relation from the catalog and delete its Delta table (and checkpoint)."""
-        spark, catalog = self._session()
+        catalog = self._session()[1]
         path = catalog.location(relation.schema, relation.identifier)
         catalog.unbind(relation.schema, relation.identifier)
         shutil.rmtree(path, ignore_errors=True)

@@ -63,8 +63,8 @@ class BatchCommitter:
         last = DeltaTable(self.path).transaction_version(self.app_id)
         return last is not None and batch_id <= last
 
-    def commit(self, table: pa.Table, batch_id: int, metadata: dict) -> int:
-        """Append `table` as the commit of `batch_id`; returns the new table version."""
+    def commit(self, table: pa.Table, batch_id: int, metadata: dict) -> None:
+        """Append `table` as the commit of `batch_id`."""
         table = table.cast(self.schema)
         fault_point("before_write", batch_id)
         actions = []
@@ -81,4 +81,3 @@ class BatchCommitter:
                 app_transactions=[Transaction(self.app_id, batch_id)],
                 custom_metadata={META_KEY: json.dumps(metadata)}))
         fault_point("after_delta_commit", batch_id)
-        return DeltaTable(self.path).version()

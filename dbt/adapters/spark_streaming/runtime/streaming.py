@@ -111,10 +111,11 @@ def _iso(ms: int | None) -> str | None:
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _offset_version(offset) -> int | None:
-    if isinstance(offset, str):
-        offset = json.loads(offset) if offset.strip().startswith("{") else None
-    return offset.get("version") if isinstance(offset, dict) else None
+def _offset(offset) -> dict:
+    """A source offset of a progress report, parsed ({} when absent)."""
+    if isinstance(offset, str) and offset.strip().startswith("{"):
+        offset = json.loads(offset)
+    return offset if isinstance(offset, dict) else {}
 
 
 def _summarise(progress: list[dict]) -> tuple[int, dict, int, int | None]:
@@ -123,8 +124,8 @@ def _summarise(progress: list[dict]) -> tuple[int, dict, int, int | None]:
         rows += p.get("numInputRows", 0)
         late += sum(op.get("numRowsDroppedByWatermark", 0) for op in p.get("stateOperators", []))
         for s in p.get("sources", []):
-            start, end = _offset_version(s.get("startOffset")), _offset_version(s.get("endOffset"))
-            label = json.loads(s["endOffset"])["table"] if isinstance(s.get("endOffset"), str) else None
+            start_offset, end_offset = _offset(s.get("startOffset")), _offset(s.get("endOffset"))
+            start, end, label = start_offset.get("version"), end_offset.get("version"), end_offset.get("table")
             if label and end is not None and (start is None or end > start):
                 first = (start if start is not None else -1) + 1
                 prev = versions.get(label)
