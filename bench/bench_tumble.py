@@ -52,8 +52,9 @@ FILES = {
 }
 
 
-def write_events(n: int, versions: int, seed: int = 42) -> None:
-    """n bids over n/2000 minutes, ~100 items, +-5 s out-of-order jitter, as `versions` appends."""
+def write_events(n: int, versions: int, seed: int = 42, after_version=None) -> None:
+    """n bids over n/2000 minutes, ~100 items, +-5 s out-of-order jitter, as `versions` appends
+    (calling `after_version(i)` after the i-th, if given)."""
     rng = np.random.default_rng(seed)
     start_us = 1_586_937_600_000_000  # 2020-04-15 08:00 UTC
     span_us = max(n // 2000, 1) * 60_000_000
@@ -65,8 +66,10 @@ def write_events(n: int, versions: int, seed: int = 42) -> None:
         "item": pa.array(items[rng.integers(0, 100, n)]),
     })
     shutil.rmtree(BIDS, ignore_errors=True)
-    for chunk in np.array_split(np.arange(n), versions):
+    for i, chunk in enumerate(np.array_split(np.arange(n), versions)):
         write_deltalake(BIDS, table.slice(int(chunk[0]), len(chunk)), mode="append")
+        if after_version:
+            after_version(i)
 
 
 def run_ours() -> tuple[float, float]:

@@ -3,6 +3,7 @@
 
 Codes
   SSC2xx  model config       SSR3xx  stream runtime / lifecycle       SSD4xx  Delta tables
+  SST5xx  the snapshot_equivalence test
 """
 from __future__ import annotations
 

@@ -62,6 +62,26 @@ class SparkStreamingAdapter(SparkAdapter):
         return run_streaming_model(spark, catalog, model)
 
     @available.parse_none
+    def snapshot_equivalence(self, relation: BaseRelation, at_version: int | None = None,
+                             float_tolerance: float | None = None) -> dict:
+        """Check the streaming model's table against its query run in batch over the input it
+        consumed (see runtime/equivalence.py); the differing rows are left in a temp view."""
+        from .runtime.equivalence import check
+
+        spark, catalog = self._session()
+        result = check(spark, catalog, relation.schema, relation.identifier, at_version=at_version,
+                       where=getattr(relation, "where", None), float_tolerance=float_tolerance)
+        return {"view": result.view, "passed": result.passed, "summary": result.summary()}
+
+    @available.parse_none
+    def late_rows_view(self, relation: BaseRelation) -> str:
+        """A temp view of the input rows the streaming model dropped as late."""
+        from .runtime.equivalence import late_rows_view
+
+        spark, catalog = self._session()
+        return late_rows_view(spark, catalog, relation.schema, relation.identifier)
+
+    @available.parse_none
     def drop_delta_relation(self, relation: BaseRelation) -> None:
         """Drop the relation from the catalog and delete its Delta table (and checkpoint)."""
         catalog = self._session()[1]

@@ -40,6 +40,15 @@ def last_metadata(path: str) -> dict | None:
     return None
 
 
+def commit_history(path: str) -> list[dict]:
+    """Our metadata of every commit that has it, oldest first, with its table version."""
+    out = []
+    for entry in reversed(DeltaTable(path).history()):
+        if META_KEY in entry:
+            out.append({**json.loads(entry[META_KEY]), "table_version": entry.get("version")})
+    return out
+
+
 def _stats(t: pa.Table) -> str:
     mins, maxs = {}, {}
     for name in t.column_names:

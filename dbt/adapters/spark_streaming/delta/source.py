@@ -1,6 +1,9 @@
 """A PySpark Python data source over a Delta table, read with delta-rs and pyarrow.
 
-Batch: the snapshot at the latest version or at option `versionAsOf`.
+Batch: the snapshot at the latest version or at option `versionAsOf`. With option
+`batchWatermarks` (the snapshot-equivalence oracle and the late-row listing), each row also
+carries, in column LATE_COLUMN, the watermark of the micro-batch that read it: see
+`files_by_batch`.
 Streaming: offsets are Delta versions, ``{"table": label, "version": v}``. The first
 micro-batch reads the snapshot of the latest version; later ones read the files added
 by versions (start, end]. A version that removes data (overwrite, delete, MERGE) makes
@@ -21,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
+from ..sql.oracle import LATE_COLUMN
 from . import types
 
 FORMAT = "delta_rs"
@@ -75,6 +79,32 @@ def added_files(root: str, start_exclusive: int, end_inclusive: int) -> list[tup
     return out
 
 
+def files_by_batch(root: str, after: int, batches: list[list[int]]) -> list[tuple[str, dict]]:
+    """The files micro-batches read, each tagged with its batch's watermark (ms) under
+    LATE_COLUMN. `batches` is [[end version, watermark ms], ...] in batch order, as recorded in
+    the model's commits; reading starts after version `after` (-1: the first batch read the
+    snapshot of its end version, as DeltaStreamReader does). From the start, the files must
+    be exactly the snapshot at the last end version (SSD402 otherwise)."""
+    from ..errors import StreamingError
+
+    out, start = [], after
+    for end, watermark_ms in batches:
+        if end <= start:
+            continue
+        files = snapshot_files(root, end) if start < 0 else added_files(root, start, end)
+        out += [(path, {**constants, LATE_COLUMN: watermark_ms}) for path, constants in files]
+        start = end
+    if after < 0 and start >= 0:
+        read, snapshot = {f for f, _ in out}, {f for f, _ in snapshot_files(root, start)}
+        if read != snapshot:
+            raise StreamingError(
+                "SSD402", f"the files of {root} at version {start} are not the ones the stream read",
+                f"{len(read - snapshot)} file(s) read are gone and {len(snapshot - read)} are new "
+                "(the table was rewritten, e.g. compacted)",
+                "Rebuild the model with `dbt run --full-refresh`.")
+    return out
+
+
 def latest_version(root: str) -> int:
     from deltalake import DeltaTable
 
@@ -90,19 +120,31 @@ def _read(files: list[tuple[str, dict]], schema) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
     target = types.arrow_schema([(f.name, f.dataType.simpleString()) for f in schema.fields])
+    late = LATE_COLUMN in target.names
+    data = pa.schema([f for f in target if f.name != LATE_COLUMN])
     for path, constants in files:
         pf = pq.ParquetFile(path)
-        present = [n for n in target.names if n in pf.schema_arrow.names]
+        present = [n for n in data.names if n in pf.schema_arrow.names]
         for batch in pf.iter_batches(batch_size=65536, columns=present):
-            yield types.conform(batch, target, constants)
+            batch = types.conform(batch, data, constants)
+            if late:
+                watermark = pa.array([constants[LATE_COLUMN] * 1000] * batch.num_rows, pa.int64())
+                batch = pa.RecordBatch.from_arrays(
+                    batch.columns + [watermark.cast(target.field(LATE_COLUMN).type)], schema=target)
+            yield batch
 
 
 class DeltaBatchReader(DataSourceReader):
-    def __init__(self, path: str, schema, version: int | None):
+    def __init__(self, path: str, schema, version: int | None, batch_watermarks: dict | None):
         self.path, self.schema, self.version = path, schema, version
+        self.batch_watermarks = batch_watermarks
 
     def partitions(self):
-        return _partitions(snapshot_files(self.path, self.version)) or [FilesPartition([])]
+        if self.batch_watermarks is not None:
+            files = files_by_batch(self.path, self.batch_watermarks["after"], self.batch_watermarks["batches"])
+        else:
+            files = snapshot_files(self.path, self.version)
+        return _partitions(files) or [FilesPartition([])]
 
     def read(self, partition):
         return _read(partition.files, self.schema)
@@ -165,13 +207,22 @@ class DeltaSource(DataSource):
     def path(self) -> str:
         return self.fixed_path or self.options["path"]
 
-    def schema(self):
+    def _version(self) -> int | None:
         v = self.options.get("versionAsOf")
-        return types.ddl(types.table_columns(self.path, int(v) if v is not None else None))
+        return int(v) if v is not None else None
+
+    def _batch_watermarks(self) -> dict | None:
+        value = self.options.get("batchWatermarks")  # {"after": v, "batches": [[end, wm ms], ...]}
+        return json.loads(value) if value else None
+
+    def schema(self):
+        columns = types.table_columns(self.path, self._version())
+        if self._batch_watermarks() is not None:
+            columns = columns + [(LATE_COLUMN, "timestamp")]
+        return types.ddl(columns)
 
     def reader(self, schema):
-        v = self.options.get("versionAsOf")
-        return DeltaBatchReader(self.path, schema, int(v) if v is not None else None)
+        return DeltaBatchReader(self.path, schema, self._version(), self._batch_watermarks())
 
     def streamReader(self, schema):
         return DeltaStreamReader(self.path, self.fixed_label or self.options.get("table", self.path), schema)

@@ -10,6 +10,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from . import oracle
 from .analysis import WindowSpec, analyse_tvf, classify, position_of, table_key
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
@@ -39,6 +40,20 @@ class QueryPlan:
         correlation name (its alias, else its original table name) so qualified column
         references such as ``bids.price`` keep resolving.
         """
+        return _generate(self._bound(bindings))
+
+    def emitted_sql(self, bindings: Mapping[str, str], watermark_us: int) -> str:
+        """Batch SQL giving exactly what the stream emitted up to a batch with watermark
+        ``watermark_us``, over bound inputs that carry each row's batch watermark in column
+        ``oracle.LATE_COLUMN`` (see sql/oracle.py for Spark's rule)."""
+        return _generate(oracle.emitted(self._bound(bindings), watermark_us))
+
+    def late_rows_sql(self, bindings: Mapping[str, str]) -> List[str]:
+        """Per window aggregate, batch SQL listing the input rows the stream dropped as late
+        (inputs bound as for ``emitted_sql``)."""
+        return [_generate(q) for q in oracle.late_rows(self._bound(bindings))]
+
+    def _bound(self, bindings: Mapping[str, str]) -> exp.Expr:
         tree = self._tree.copy() if self._tree is not None else _parse(self.spark_sql)
         lowered = {k.lower(): v for k, v in bindings.items()}
         for table in _source_tables(tree):
@@ -54,7 +69,7 @@ class QueryPlan:
                 if table.args.get(arg):
                     new.set(arg, table.args[arg])
             table.replace(new)
-        return _generate(tree)
+        return tree
 
 
 def _generate(tree: exp.Expr) -> str:

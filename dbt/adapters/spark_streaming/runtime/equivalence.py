@@ -1,0 +1,238 @@
+"""Snapshot equivalence: a streaming model's Delta table equals its query run in batch over
+the input it has consumed (seed 001), and the input rows it dropped as late, listed.
+
+The model's commits record, per micro-batch, the source versions read so far and the batch's
+watermark (runtime/streaming.py). From them the oracle reads each source as of the last
+version consumed, tagging every row with the watermark of the batch that read it
+(delta/source.py `files_by_batch`), and runs the model's own rewritten query with Spark's
+late-row and window-emission rule applied (sql/oracle.py). The table, as of that commit,
+must equal the result as a multiset.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .. import sql as sqlfront
+from ..delta.sink import commit_history
+from ..delta.source import FORMAT, latest_version
+from ..errors import StreamingError
+from .catalog import Catalog
+
+SAMPLE_ROWS = 5
+MAX_TOLERANCE_PAIRING = 100_000  # differing rows paired in Python when float_tolerance is set
+
+
+def query_file(target: str, fingerprint: str) -> str:
+    """Where a model's query definition is kept, by fingerprint (written before its stream runs)."""
+    return os.path.join(target, "_dbt_streaming", "queries", f"{fingerprint}.json")
+
+
+def save_query(target: str, plan, sql: str, config: dict, materialization: str) -> None:
+    path = query_file(target, plan.fingerprint)
+    if os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as fh:
+        json.dump({"sql": sql, "watermark_delay": config.get("watermark_delay"),
+                   "materialization": materialization}, fh)
+    os.replace(path + ".tmp", path)
+
+
+def _batches(target: str, at_version: Optional[int]) -> list[dict]:
+    batches = [c for c in commit_history(target)
+               if c.get("batch_id") is not None and (at_version is None or c["table_version"] <= at_version)]
+    if not batches:
+        raise StreamingError(
+            "SST501", f"{target} has no streaming commit" + (f" at or before version {at_version}"
+                                                          if at_version is not None else ""),
+            "snapshot equivalence compares a table with the input its stream consumed, recorded per commit",
+            "Run `dbt run` on the model first (or pick a later `at_version`).")
+    return batches
+
+
+def _plan(catalog: Catalog, target: str, fingerprint: str):
+    from .streaming import _Schemas
+
+    try:
+        with open(query_file(target, fingerprint)) as fh:
+            query = json.load(fh)
+    except FileNotFoundError:
+        raise StreamingError(
+            "SST502", f"the query that built {target} is not recorded",
+            f"no {query_file(target, fingerprint)} (the table predates query recording)",
+            "Rebuild the model with `dbt run --full-refresh`.") from None
+    plan = sqlfront.compile_query(query["sql"], schemas=_Schemas(catalog),
+                                  watermark_delay=query["watermark_delay"],
+                                  materialization=query["materialization"])
+    if plan.fingerprint != fingerprint:
+        raise StreamingError(
+            "SST503", f"the query of {target} compiles differently than when its table was built",
+            "this version of dbt-spark-streaming rewrites it to other Spark SQL, so the batch side "
+            "would not be the query the stream ran", "Rebuild the model with `dbt run --full-refresh`.")
+    return plan
+
+
+def bind_inputs(spark, catalog: Catalog, plan, batches: list[dict], after: dict, prefix: str) -> dict:
+    """Temp views of the plan's sources as read by `batches`, rows tagged with their batch's
+    watermark; `after` gives per source the version read before the first of them (-1: none)."""
+    bindings = {}
+    for i, name in enumerate(plan.sources):
+        schema, _, identifier = name.rpartition(".")
+        schedule = [[b["sources"][name], b["watermark_ms"]] for b in batches if name in b["sources"]]
+        view = f"{prefix}_{i}"
+        (spark.read.format(FORMAT)
+         .option("batchWatermarks", json.dumps({"after": after.get(name, -1), "batches": schedule}))
+         .load(catalog.location(schema or "default", identifier))
+         .createOrReplaceTempView(view))
+        bindings[name] = view
+    return bindings
+
+
+def late_rows(spark, catalog: Catalog, plan, batches: list[dict], after: dict, prefix: str):
+    """DataFrame of the input rows `batches` dropped as late (None if the query drops none)."""
+    queries = plan.late_rows_sql(bind_inputs(spark, catalog, plan, batches, after, prefix))
+    if not queries:
+        return None
+    frames = [spark.sql(q) for q in queries]
+    df = frames[0]
+    for other in frames[1:]:
+        df = df.unionByName(other, allowMissingColumns=True)
+    return df
+
+
+def late_rows_view(spark, catalog: Catalog, schema: str, identifier: str) -> str:
+    """A temp view listing every input row the model's stream dropped as late, with the window
+    it was dropped from and the watermark of the batch that read it."""
+    target = catalog.location(schema, identifier)
+    batches = _batches(target, None)
+    plan = _plan(catalog, target, batches[-1]["fingerprint"])
+    view = f"__dss_late_{schema}_{identifier}"
+    df = late_rows(spark, catalog, plan, batches, {}, f"{view}_in")
+    if df is None:
+        df = spark.sql("SELECT CAST(NULL AS timestamp) AS batch_watermark WHERE false")
+    df.createOrReplaceTempView(view)
+    return view
+
+
+@dataclass
+class Equivalence:
+    """Outcome of one snapshot-equivalence check."""
+
+    model: str
+    table_version: int  # the version of the table checked
+    stream_version: int  # the stream's last commit at or before it
+    sources: dict
+    watermark: Optional[str]
+    actual_rows: int
+    expected_rows: int
+    missing: int
+    unexpected: int
+    view: str  # temp view of the differing rows: _diff ('missing' | 'unexpected') + the columns
+    columns: list = field(default_factory=list)
+    samples: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return not (self.missing or self.unexpected)
+
+    def summary(self) -> str:
+        srcs = ", ".join(f"{n}@v{v}" for n, v in self.sources.items())
+        outside = (f", changed outside the stream after v{self.stream_version}"
+                   if self.stream_version != self.table_version else "")
+        head = (f"snapshot_equivalence {self.model}@v{self.table_version}{outside} over {srcs} "
+                f"(watermark {self.watermark or 'none'}): {self.actual_rows} rows in the table, "
+                f"{self.expected_rows} from the batch query; ")
+        if self.passed:
+            return head + "equal"
+        lines = [head + f"{self.missing} missing, {self.unexpected} unexpected",
+                 f"  ({', '.join(self.columns)})"]
+        for kind in ("missing", "unexpected"):
+            for row in self.samples.get(kind, []):
+                lines.append(f"  {kind}: ({', '.join('NULL' if v is None else str(v) for v in row)})")
+        return "\n".join(lines)
+
+
+def _float_columns(df) -> list[str]:
+    return [f.name for f in df.schema.fields if f.dataType.typeName() in ("double", "float")]
+
+
+def _close(a: Any, b: Any, tol: float) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+
+
+def _pair_within_tolerance(missing: list[dict], unexpected: list[dict], floats: list[str], tol: float):
+    """Drop pairs (missing row, unexpected row) equal except for floats within `tol`."""
+    left = list(unexpected)
+    kept_missing = []
+    for row in missing:
+        for j, other in enumerate(left):
+            if all(_close(row[c], other[c], tol) if c in floats else row[c] == other[c] for c in row):
+                del left[j]
+                break
+        else:
+            kept_missing.append(row)
+    return kept_missing, left
+
+
+def check(spark, catalog: Catalog, schema: str, identifier: str, *, at_version: Optional[int] = None,
+          where: Optional[str] = None, float_tolerance: Optional[float] = None) -> Equivalence:
+    """Compare the model's table (as of its last commit, or of `at_version`) with its query run
+    in batch over exactly the input that commit had consumed."""
+    from pyspark.sql import functions as F
+
+    target = catalog.location(schema, identifier)
+    version = latest_version(target) if at_version is None else at_version
+    batches = _batches(target, version)
+    last = batches[-1]
+    plan = _plan(catalog, target, last["fingerprint"])
+    prefix = f"__dss_eq_{schema}_{identifier}"
+    bindings = bind_inputs(spark, catalog, plan, batches, {}, f"{prefix}_in")
+    actual = spark.read.format(FORMAT).option("versionAsOf", version).load(target)
+    expected = spark.sql(plan.emitted_sql(bindings, last["watermark_ms"] * 1000))
+    if [f.name for f in expected.schema.fields] != actual.columns:
+        raise StreamingError(
+            "SST504", f"the columns of {schema}.{identifier} are not those of its query",
+            f"table {actual.columns}, query {[f.name for f in expected.schema.fields]}",
+            "Rebuild the model with `dbt run --full-refresh`.")
+    expected = expected.select([F.col(f"`{f.name}`").cast(f.dataType) for f in actual.schema.fields])
+    if where:
+        actual, expected = actual.where(where), expected.where(where)
+
+    cols = [f"`{c}`" for c in actual.columns]
+    tagged = (expected.select(*cols, F.lit(1).alias("__e"), F.lit(0).alias("__a"))
+              .unionByName(actual.select(*cols, F.lit(0).alias("__e"), F.lit(1).alias("__a"))))
+    # One pass over each side: per distinct row, how often each side has it.
+    counts = tagged.groupBy(*cols).agg(F.sum("__e").alias("__e"), F.sum("__a").alias("__a")).localCheckpoint()
+    diff = counts.where("__e != __a")
+    totals = counts.agg(F.sum("__e"), F.sum("__a")).first()
+    rows = diff.select("*", F.when(F.col("__e") > F.col("__a"), "missing").otherwise("unexpected").alias("_diff"),
+                       F.abs(F.col("__e") - F.col("__a")).alias("__n"))
+    rows = rows.select("_diff", *cols, F.explode(F.sequence(F.lit(1), F.col("__n"))).alias("__i")).drop("__i")
+
+    floats = _float_columns(actual)
+    if float_tolerance and floats and diff.count() <= MAX_TOLERANCE_PAIRING:
+        collected = [r.asDict() for r in rows.collect()]
+        missing = [{c: r[c] for c in actual.columns} for r in collected if r["_diff"] == "missing"]
+        unexpected = [{c: r[c] for c in actual.columns} for r in collected if r["_diff"] == "unexpected"]
+        missing, unexpected = _pair_within_tolerance(missing, unexpected, floats, float_tolerance)
+        data = [("missing", *r.values()) for r in missing] + [("unexpected", *r.values()) for r in unexpected]
+        rows = spark.createDataFrame(data, rows.schema) if data else rows.limit(0)
+
+    view = f"{prefix}_diff"
+    rows = rows.localCheckpoint()
+    rows.createOrReplaceTempView(view)
+    by_kind = {r["_diff"]: r["n"] for r in rows.groupBy("_diff").agg(F.count("*").alias("n")).collect()}
+    samples = {kind: [tuple(r)[1:] for r in rows.where(F.col("_diff") == kind).limit(SAMPLE_ROWS).collect()]
+               for kind in by_kind}
+    return Equivalence(
+        model=f"{schema}.{identifier}", table_version=version, stream_version=last["table_version"],
+        sources=last["sources"],
+        watermark=last.get("watermark"), actual_rows=int(totals[1] or 0), expected_rows=int(totals[0] or 0),
+        missing=by_kind.get("missing", 0), unexpected=by_kind.get("unexpected", 0), view=view,
+        columns=actual.columns, samples=samples)

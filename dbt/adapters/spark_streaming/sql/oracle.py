@@ -1,0 +1,90 @@
+"""What a streaming query has emitted, as batch SQL: the snapshot-equivalence oracle.
+
+Spark's rule for a window aggregate in append mode, found by experiment on Spark 4.3 and
+pinned by tests/functional/test_equivalence.py:
+
+- an input row is dropped from a window instance when the instance's end is <= the
+  watermark of the micro-batch that reads the row (``batchWatermarkMs`` of that batch). The
+  row's own time does not matter, only its window's end; a HOP row can be dropped from one
+  window and kept in the next;
+- a window is emitted, once and finally, when its end is <= the watermark.
+
+Stateless queries (projections and filters of TVF rows) drop nothing: every row read is
+emitted. So the oracle is the model's own rewritten query, in which each window aggregate's
+windowed input is filtered with ``__w.end > <the row's batch watermark>`` (a column the
+oracle's input views carry, LATE_COLUMN) and the aggregate keeps only windows with
+``__w.end <= <the last batch's watermark>``. This works on the ``__w`` window struct, so
+it holds for every window kind the rewrite produces.
+"""
+from __future__ import annotations
+
+from typing import Iterator, List, Tuple
+
+from sqlglot import exp
+
+from .rewrite import WINDOW_STRUCT
+
+LATE_COLUMN = "__dss_late_wm"
+
+
+def _is_window_struct(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Column) and node.name == WINDOW_STRUCT and not node.table
+
+
+def _projects_window(select: exp.Expr) -> bool:
+    return isinstance(select, exp.Select) and any(
+        isinstance(p, exp.Alias) and p.alias == WINDOW_STRUCT for p in select.expressions)
+
+
+def window_aggregates(tree: exp.Expr) -> Iterator[Tuple[exp.Select, exp.Subquery]]:
+    """(aggregate scope, windowed input derived table) for every SELECT grouping by ``__w``."""
+    found: List[Tuple[exp.Select, exp.Subquery]] = []
+    for select in tree.find_all(exp.Select):
+        group = select.args.get("group")
+        if not group or not any(_is_window_struct(g) for g in group.expressions):
+            continue
+        sources = [select.args["from_"].this] if select.args.get("from_") else []
+        sources += [j.this for j in select.args.get("joins") or []]
+        for source in sources:
+            if isinstance(source, exp.Subquery) and _projects_window(source.this):
+                found.append((select, source))
+    return iter(found)
+
+
+def _window_end() -> exp.Column:
+    return exp.column("end", table=WINDOW_STRUCT)
+
+
+def _micros(value: int) -> exp.Expr:
+    return exp.Anonymous(this="timestamp_micros", expressions=[exp.Literal.number(value)])
+
+
+def emitted(tree: exp.Expr, watermark_us: int) -> exp.Expr:
+    """A copy of the rewritten ``tree`` that computes exactly what the stream emitted up to a
+    batch whose watermark was ``watermark_us``, over inputs carrying LATE_COLUMN."""
+    tree = tree.copy()
+    for scope, derived in window_aggregates(tree):
+        on_time = exp.GT(this=_window_end(), expression=exp.column(LATE_COLUMN))
+        derived.set("this", exp.select(exp.Star()).from_(exp.Subquery(this=derived.this)).where(on_time))
+        closed = exp.LTE(this=_window_end(), expression=_micros(watermark_us))
+        having = scope.args.get("having")
+        scope.set("having", exp.Having(this=exp.and_(having.this, closed) if having else closed))
+    return tree
+
+
+def late_rows(tree: exp.Expr) -> List[exp.Select]:
+    """One query per window aggregate of ``tree``: the input rows dropped as late, with the
+    window they were dropped from and the watermark of the batch that read them."""
+    queries = []
+    for _, derived in window_aggregates(tree):
+        inner = derived.this.copy()
+        star = exp.Star(except_=[exp.column(WINDOW_STRUCT), exp.column(LATE_COLUMN)])
+        queries.append(
+            exp.select(
+                star,
+                exp.alias_(exp.column("start", table=WINDOW_STRUCT), "window_start"),
+                exp.alias_(_window_end(), "window_end"),
+                exp.alias_(exp.column(LATE_COLUMN), "batch_watermark"),
+            ).from_(exp.Subquery(this=inner)).where(
+                exp.LTE(this=_window_end(), expression=exp.column(LATE_COLUMN))))
+    return queries
