@@ -7,6 +7,11 @@ the order a micro-batch passes them:
   before_write         batch computed, nothing written
   during_write         data files written, Delta log not committed
   after_delta_commit   Delta commit done, Spark's checkpoint commit not yet written
+
+and, in a `--full-refresh` (runtime/lifecycle.py; no batch id):
+
+  refresh_built        the new table is complete aside, the old one still in place
+  refresh_swapping     the old table moved to trash, the new one not yet in place
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import sys
 
 ENV = "DBT_SPARK_STREAMING_FAULT"
 EXIT_CODE = 75
-POINTS = ("before_write", "during_write", "after_delta_commit")
+POINTS = ("before_write", "during_write", "after_delta_commit", "refresh_built", "refresh_swapping")
 
 
 def fault_point(point: str, batch_id: int) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from ..delta.sink import BatchCommitter, create_table, last_metadata
 from ..delta.source import FORMAT, added_files, latest_version
 from ..errors import StreamingError, config_error
 from .catalog import Catalog, is_delta
+from . import lifecycle
 from .equivalence import late_rows, save_query
 
 logger = AdapterLogger("SparkStreaming")
@@ -143,24 +143,27 @@ def _query_id(checkpoint: str) -> str:
 
 def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> StreamingAdapterResponse:
     """Bring `model`'s Delta table up to date with its sources (available-now trigger)."""
-    from pyspark.errors import PySparkException
-
     started = time.time()
     _trigger(model.config)
-    target = catalog.location(model.schema, model.identifier)
-    checkpoint = os.path.join(target, "_dbt_streaming", "checkpoint")
-
     try:
         plan = sqlfront.compile_query(model.sql, schemas=_Schemas(catalog),
                                       watermark_delay=model.config.get("watermark_delay"),
                                       materialization=model.materialization)
     except sqlfront.SqlError as exc:
         raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None
+    with lifecycle.model_lock(catalog.warehouse, model.name):
+        return _run(spark, catalog, model, plan, started)
 
-    if model.full_refresh:
-        logger.info(f"{model.name}: --full-refresh drops the table and its checkpoint")
-        catalog.unbind(model.schema, model.identifier)
-        shutil.rmtree(target, ignore_errors=True)
+
+def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -> StreamingAdapterResponse:
+    from pyspark.errors import PySparkException
+
+    target = catalog.location(model.schema, model.identifier)
+    if lifecycle.recover(catalog.warehouse, model.name, target):
+        logger.info(f"{model.name}: finished a full refresh that was interrupted while swapping tables")
+    # A full refresh builds the new table aside; the old one stays readable until it is complete.
+    build = lifecycle.refresh_path(catalog.warehouse, model.name) if model.full_refresh else target
+    checkpoint = os.path.join(build, "_dbt_streaming", "checkpoint")
     paths = {}
     for name in plan.sources:
         schema, _, identifier = name.rpartition(".")
@@ -169,7 +172,7 @@ def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> Strea
             raise StreamingError(
                 "SSR302", f"source {name} of {model.name} has no Delta table", f"nothing at {paths[name]}",
                 "Run `dbt seed` / the upstream model first, or set the source's `meta: {location: ...}`.")
-    previous = _check_state(model, plan, target, checkpoint, paths) or {}
+    previous = _check_state(model, plan, build, checkpoint, paths) or {}
 
     bindings = {}
     for i, (name, path) in enumerate(paths.items()):
@@ -182,7 +185,7 @@ def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> Strea
         raise StreamingError("SSR303", f"Spark cannot plan the streaming query of {model.name}",
                              str(exc).splitlines()[0], "Fix the model SQL; nothing was started or written.") from None
 
-    save_query(target, plan, model.sql, dict(model.config), model.materialization)  # for snapshot_equivalence
+    save_query(build, plan, model.sql, dict(model.config), model.materialization)  # for snapshot_equivalence
     columns = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
     arrow_schema = types.arrow_schema(columns)
     base_meta = {"fingerprint": plan.fingerprint, "model": model.name, "materialization": model.materialization}
@@ -191,10 +194,10 @@ def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> Strea
     committer: list[BatchCommitter] = []
 
     def sink(batch_df, batch_id: int) -> None:
-        if not is_delta(target):
-            create_table(target, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
+        if not is_delta(build):
+            create_table(build, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
         if not committer:
-            committer.append(BatchCommitter(target, f"dbt-spark-streaming-{_query_id(checkpoint)}", arrow_schema))
+            committer.append(BatchCommitter(build, f"dbt-spark-streaming-{_query_id(checkpoint)}", arrow_schema))
         if committer[0].committed(batch_id):
             # Replay of a batch already in Delta: Spark (4.2+) still needs the plan executed.
             batch_df.write.format("noop").mode("overwrite").save()
@@ -218,6 +221,11 @@ def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> Strea
                              _first_error_line(str(exc)),
                              "Fix the cause and run `dbt run` again: it resumes from the last committed "
                              "batch, nothing is lost or duplicated.") from None
+    if model.full_refresh:
+        if not is_delta(build):  # no source rows at all: the rebuilt table is empty
+            create_table(build, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
+        lifecycle.swap_in(catalog.warehouse, model.name, build, target)
+        logger.info(f"{model.name}: --full-refresh rebuilt the table from the sources' full history")
     catalog.bind(model.schema, model.identifier)
 
     rows, versions, late, watermark = _summarise(query.recentProgress)

@@ -1,0 +1,109 @@
+"""Running a streaming model safely: one run at a time, and crash-safe full refreshes.
+
+Both keep their files under ``<warehouse>/.dbt_streaming/`` (hidden from the catalog):
+
+- ``locks/<schema>.<identifier>.lock``: held by the process running the model, with its pid
+  and host. A second run fails at once (SSR307); a lock whose process is gone (same host) is
+  stale and broken.
+- ``refresh/<schema>.<identifier>``: where ``--full-refresh`` builds the new table and its
+  checkpoint while the old table stays readable. When the build is complete (marker file),
+  the old table is moved to ``trash/`` and the new one into place, two renames. A crash
+  before the marker leaves the old table; a crash between the renames is finished by the
+  next run of the model (``recover``), which moves the complete build into place.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+import uuid
+from contextlib import contextmanager
+from typing import Iterator
+
+from ..errors import StreamingError
+from ..faults import fault_point
+
+COMPLETE = "_dbt_refresh_complete"
+
+
+def _home(warehouse: str, kind: str) -> str:
+    path = os.path.join(warehouse, ".dbt_streaming", kind)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def model_lock(warehouse: str, name: str) -> Iterator[None]:
+    """Hold the run lock of model `name` (schema.identifier) for the duration of the block."""
+    path = os.path.join(_home(warehouse, "locks"), f"{name}.lock")
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                with open(path) as fh:
+                    owner = json.load(fh)
+            except (OSError, ValueError):
+                owner = {}
+            if owner.get("host") == me["host"] and isinstance(owner.get("pid"), int) and not _alive(owner["pid"]):
+                os.remove(path)  # stale: its process is gone
+                continue
+            raise StreamingError(
+                "SSR307", f"{name} is already being run",
+                f"process {owner.get('pid', '?')} on host {owner.get('host', '?')} holds its lock since "
+                f"{owner.get('since', '?')} ({path})",
+                "Wait for that run to finish. If that process is gone (another host, say), delete the "
+                "lock file.") from None
+        with os.fdopen(fd, "w") as fh:
+            json.dump(me, fh)
+        break
+    try:
+        yield
+    finally:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+
+def refresh_path(warehouse: str, name: str) -> str:
+    """An empty directory to build model `name`'s new table in (a crashed build is discarded)."""
+    path = os.path.join(_home(warehouse, "refresh"), name)
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
+def swap_in(warehouse: str, name: str, built: str, target: str) -> None:
+    """Replace the table at `target` by the complete build at `built` (see module docstring)."""
+    open(os.path.join(built, COMPLETE), "w").close()
+    fault_point("refresh_built", -1)
+    trash = os.path.join(_home(warehouse, "trash"), f"{name}-{uuid.uuid4().hex[:8]}")
+    if os.path.exists(target):
+        os.rename(target, trash)
+    fault_point("refresh_swapping", -1)
+    os.rename(built, target)
+    os.remove(os.path.join(target, COMPLETE))
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def recover(warehouse: str, name: str, target: str) -> bool:
+    """Finish a full refresh that crashed between its two renames; True if one was."""
+    built = os.path.join(warehouse, ".dbt_streaming", "refresh", name)
+    if os.path.exists(target) or not os.path.exists(os.path.join(built, COMPLETE)):
+        return False
+    os.rename(built, target)
+    os.remove(os.path.join(target, COMPLETE))
+    return True
