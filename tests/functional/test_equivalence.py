@@ -146,6 +146,12 @@ SELECT window_start, window_end, window_time, AVG(price) AS avg_price, SUM(price
 FROM TABLE(HOP(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts), INTERVAL '2' MINUTES, INTERVAL '6' MINUTES))
 GROUP BY window_start, window_end
 """,
+    "cumulate_keys": """
+{{ config(materialized='streaming_view', watermark_delay='1 minute') }}
+SELECT window_start, window_end, k, SUM(v) AS total, COUNT(*) AS n
+FROM TABLE(CUMULATE(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts), INTERVAL '1' MINUTES, INTERVAL '4' MINUTES))
+GROUP BY window_start, window_end, k
+""",
     "tvf_rows": """
 {{ config(materialized='streaming_view', watermark_delay='1 minute') }}
 SELECT k, v, window_start, window_end FROM TABLE(TUMBLE(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts),

@@ -77,3 +77,118 @@ def test_tumble_offsets_match_flink_definition(spark, size_min, offset):
         start = s - ((s - dt.datetime(1970, 1, 1) - off) % size)  # Flink aligns to the Unix epoch
         expected.append((s, start, start + size))
     assert got == sorted(expected)
+
+
+CUMULATE = "TABLE(CUMULATE(TABLE bid, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES))"
+MS = dt.timedelta(milliseconds=1)
+
+
+def test_cumulate_aggregate(spark):
+    """FLIP-145's CUMULATE table (step 2 minutes, max size 10 minutes)."""
+    got = run(spark, f"SELECT window_start, window_end, SUM(price) FROM {CUMULATE} GROUP BY window_start, window_end",
+              delay="1 minute")
+    assert got == [(t("08:00"), t("08:06"), 4.0), (t("08:00"), t("08:08"), 6.0), (t("08:00"), t("08:10"), 11.0),
+                   (t("08:10"), t("08:12"), 3.0), (t("08:10"), t("08:14"), 4.0), (t("08:10"), t("08:16"), 4.0),
+                   (t("08:10"), t("08:18"), 10.0), (t("08:10"), t("08:20"), 10.0)]
+
+
+def test_cumulate_table(spark):
+    """The CUMULATE TVF rows: every bid once per cumulative window holding it, with window_time."""
+    got = run(spark, f"SELECT * FROM {CUMULATE}")
+    ends = {"A": ["08:08", "08:10"], "B": ["08:12", "08:14", "08:16", "08:18", "08:20"], "C": ["08:06", "08:08", "08:10"],
+            "D": ["08:10"], "E": ["08:14", "08:16", "08:18", "08:20"], "F": ["08:18", "08:20"]}
+    expected = sorted((t(b), float(p), i, t("08:00" if b < "08:10" else "08:10"), t(e), t(e) - MS)
+                      for b, p, i in BIDS for e in ends[i])
+    assert len(expected) == 17 and got == expected
+
+
+@pytest.mark.parametrize("step_s,size_min,offset", [(120, 10, "INTERVAL '1' MINUTES"), (60, 10, "-INTERVAL '3' MINUTE"),
+                                                    (90, 60, "INTERVAL '15' MINUTE"), (7, 7, None),
+                                                    (3600, 1440, "INTERVAL '-2' HOURS")])
+def test_cumulate_offsets_match_flink_definition(spark, step_s, size_min, offset):
+    """Flink: max window start S = ts - ((ts - offset) mod size); windows [S, S + k * step) with end > ts."""
+    rng = random.Random(step_s * size_min)
+    epoch = dt.datetime(2020, 1, 1)
+    stamps = [epoch + dt.timedelta(seconds=rng.randrange(0, 3 * 86400), microseconds=rng.randrange(10**6))
+              for _ in range(100)]
+    spark.createDataFrame([(s,) for s in stamps], "ts timestamp").createOrReplaceTempView("ev")
+    args = (f"TABLE ev, DESCRIPTOR(ts), INTERVAL '{step_s}' SECONDS, INTERVAL '{size_min}' MINUTES"
+            + (f", {offset}" if offset else ""))
+    plan = compile_query(f"SELECT ts, window_start, window_end FROM TABLE(CUMULATE({args}))",
+                         schemas={"ev": {"ts": "timestamp"}}, watermark_delay=None)
+    got = sorted(tuple(r) for r in spark.sql(plan.sql_for({"ev": "ev"})).collect())
+    size, step = dt.timedelta(minutes=size_min), dt.timedelta(seconds=step_s)
+    off = dt.timedelta(0)
+    if offset:
+        n, unit = int(offset.split("'")[1]), offset.split("'")[2].strip().rstrip("S").lower()
+        off = dt.timedelta(**{unit + "s": n}) * (-1 if offset.startswith("-") else 1)
+    expected = []
+    for s in stamps:
+        start = s - ((s - dt.datetime(1970, 1, 1) - off) % size)
+        expected += [(s, start, start + k * step) for k in range(1, size // step + 1) if start + k * step > s]
+    assert got == sorted(expected)
+
+
+# Flink's SESSION documentation example (Flink 1.19+): its own Bid rows, gap 5 minutes.
+SESSION_BIDS = [("08:07", 4, "A"), ("08:06", 2, "A"), ("08:09", 5, "B"), ("08:08", 3, "A"), ("08:17", 1, "B")]
+
+
+@pytest.fixture()
+def session_bids(spark):
+    spark.createDataFrame([(t(b), float(p), i, i == "A" and p > 2) for b, p, i in SESSION_BIDS],
+                          "bidtime timestamp, price double, item string, big boolean").createOrReplaceTempView("bid2")
+    return {"bid2": {"bidtime": "timestamp", "price": "double", "item": "string", "big": "boolean"}}
+
+
+def run2(spark, schemas, sql, delay="1 minute"):
+    plan = compile_query(sql, schemas=schemas, watermark_delay=delay)
+    return sorted(tuple(r) for r in spark.sql(plan.sql_for({"bid2": "bid2"})).collect())
+
+
+def test_session_aggregate_partitioned(spark, session_bids):
+    got = run2(spark, session_bids, "SELECT window_start, window_end, item, SUM(price) AS total_price FROM TABLE("
+               "SESSION(TABLE bid2 PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES)) "
+               "GROUP BY item, window_start, window_end")
+    assert got == [(t("08:06"), t("08:13"), "A", 9.0), (t("08:09"), t("08:14"), "B", 5.0),
+                   (t("08:17"), t("08:22"), "B", 1.0)]
+
+
+def test_session_aggregate_unpartitioned(spark, session_bids):
+    got = run2(spark, session_bids, "SELECT window_start, window_end, SUM(price) AS total_price FROM TABLE("
+               "SESSION(DATA => TABLE bid2, TIMECOL => DESCRIPTOR(bidtime), GAP => INTERVAL '5' MINUTES)) "
+               "GROUP BY window_start, window_end")
+    assert got == [(t("08:06"), t("08:14"), 14.0), (t("08:17"), t("08:22"), 1.0)]
+
+
+def test_session_aggregate_two_keys(spark, session_bids):
+    """Hand-computed: A splits into big (08:07 $4, 08:08 $3) and small (08:06 $2) sessions."""
+    got = run2(spark, session_bids, "SELECT item, big, window_start, window_end, window_time, COUNT(*) AS n, "
+               "SUM(price) AS s FROM TABLE(SESSION(TABLE bid2 PARTITION BY (item, big), DESCRIPTOR(bidtime), "
+               "INTERVAL '90' SECOND)) GROUP BY window_start, window_end, window_time, big, item")
+    assert got == [("A", False, t("08:06"), t("08:07") + dt.timedelta(seconds=30), t("08:07") + dt.timedelta(seconds=30) - MS, 1, 2.0),
+                   ("A", True, t("08:07"), t("08:09") + dt.timedelta(seconds=30), t("08:09") + dt.timedelta(seconds=30) - MS, 2, 7.0),
+                   ("B", False, t("08:09"), t("08:10") + dt.timedelta(seconds=30), t("08:10") + dt.timedelta(seconds=30) - MS, 1, 5.0),
+                   ("B", False, t("08:17"), t("08:18") + dt.timedelta(seconds=30), t("08:18") + dt.timedelta(seconds=30) - MS, 1, 1.0)]
+
+
+def test_session_aggregate_flip145_bids_hand_computed(spark):
+    """FLIP-145 Bid rows, gap 3 minutes: 08:05 ... 08:13 chain into one session ending 08:16."""
+    got = run(spark, "SELECT window_start, window_end, SUM(price), COUNT(*) FROM TABLE(SESSION(TABLE bid, "
+                     "DESCRIPTOR(bidtime), INTERVAL '3' MINUTES)) GROUP BY window_start, window_end", delay="1 minute")
+    assert got == [(t("08:05"), t("08:16"), 15.0, 5), (t("08:17"), t("08:20"), 6.0, 1)]
+
+
+@pytest.mark.parametrize("partition,ends", [("PARTITION BY item", {"A": "08:13", "B": None}),
+                                            ("", {"A": "08:14", "B": None})])
+def test_session_table(spark, session_bids, partition, ends):
+    """The SESSION TVF rows (Flink's example): every row with the bounds of its merged session."""
+    got = run2(spark, session_bids, f"SELECT bidtime, price, item, window_start, window_end, window_time FROM TABLE("
+               f"SESSION(TABLE bid2 {partition}, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))")
+    def bounds(b, i):
+        if b == "08:17":
+            return t("08:17"), t("08:22")
+        if i == "B" and partition:
+            return t("08:09"), t("08:14")
+        return t("08:06"), t(ends["A"])
+    expected = sorted((t(b), float(p), i, *bounds(b, i), bounds(b, i)[1] - MS) for b, p, i in SESSION_BIDS)
+    assert got == expected

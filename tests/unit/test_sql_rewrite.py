@@ -287,3 +287,179 @@ def test_sources_in_order_of_appearance_without_ctes():
         "WITH a AS (SELECT * FROM s.z) SELECT * FROM a JOIN s.y ON a.k = y.k "
         "JOIN `S`.`Z` AS z2 ON z2.k = a.k JOIN x ON x.k = a.k")
     assert plan.sources == ("s.z", "s.y", "x")
+
+
+# CUMULATE: the max-size tumbling window __w plus a step index __k per cumulative window.
+CUM = "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES))"
+K = "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime), 600000000) DIV 120000000 + 1, 5)) AS __k"
+CUM_INNER = f"(SELECT *, {W10}, {K} FROM analytics.bids {WM})"
+CUM_END = "__w.start + __k * INTERVAL '120' SECONDS"
+CUM_WINDOWS = (f"__w.start AS window_start, {CUM_END} AS window_end, "
+               f"{CUM_END} - INTERVAL '1' MILLISECOND AS window_time")
+# SESSION: Spark's session_window; without PARTITION BY a constant key __p.
+SES = "TABLE(SESSION(TABLE analytics.bids PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))"
+SES_W = "SESSION_WINDOW(bidtime, '300 seconds') AS __w"
+SES_WINDOWS = ("__w.start AS window_start, __w.end AS window_end, "
+               "__w.end - INTERVAL '1' MILLISECOND AS window_time")
+
+CUMULATE_SESSION_REWRITES = [
+    pytest.param(
+        f"SELECT window_start, window_end, SUM(price) FROM {CUM} GROUP BY window_start, window_end",
+        f"SELECT __w.start AS window_start, {CUM_END} AS window_end, SUM(price) FROM {CUM_INNER} AS bids "
+        "GROUP BY __w, __k",
+        id="flip145-cumulate-aggregate",
+    ),
+    pytest.param(
+        f"SELECT * FROM {CUM}",
+        f"SELECT * FROM (SELECT bidtime, price, item, {CUM_WINDOWS} FROM {CUM_INNER}) AS bids",
+        id="cumulate-rows",
+    ),
+    pytest.param(
+        f"SELECT c.item, window_time, COUNT(*) AS n FROM {CUM} AS c WHERE window_end > '2020-04-15' "
+        "GROUP BY c.item, c.window_end, window_start, window_time HAVING MAX(window_end) > '2020-04-15'",
+        f"SELECT c.item, {CUM_END} - INTERVAL '1' MILLISECOND AS window_time, COUNT(*) AS n FROM {CUM_INNER} AS c "
+        f"WHERE ({CUM_END}) > '2020-04-15' GROUP BY c.item, __w, __k HAVING MAX(({CUM_END})) > '2020-04-15'",
+        id="cumulate-window-columns-in-expressions",
+    ),
+    pytest.param(
+        "SELECT window_start, window_end, COUNT(*) FROM TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), "
+        "INTERVAL '1' HOUR, INTERVAL '1' DAY, INTERVAL '-2' HOURS)) GROUP BY window_start, window_end",
+        "SELECT __w.start AS window_start, __w.start + __k * INTERVAL '3600' SECONDS AS window_end, COUNT(*) "
+        "FROM (SELECT *, WINDOW(bidtime, '86400 seconds', '86400 seconds', '-7200 seconds') AS __w, "
+        "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime) - 79200000000, 86400000000) DIV 3600000000 + 1, 24)) AS __k "
+        f"FROM analytics.bids {WM}) AS bids GROUP BY __w, __k",
+        id="cumulate-daily-negative-offset",
+    ),
+    pytest.param(
+        "SELECT window_start, window_end, COUNT(*) FROM TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), "
+        "INTERVAL '1500' MILLISECONDS, INTERVAL '90' SECOND, INTERVAL '1' SECOND)) GROUP BY window_start, window_end",
+        "SELECT __w.start AS window_start, __w.start + __k * INTERVAL '1500' MILLISECONDS AS window_end, COUNT(*) "
+        "FROM (SELECT *, WINDOW(bidtime, '90 seconds', '90 seconds', '1 seconds') AS __w, "
+        "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime) - 1000000, 90000000) DIV 1500000 + 1, 60)) AS __k "
+        f"FROM analytics.bids {WM}) AS bids GROUP BY __w, __k",
+        id="cumulate-millisecond-step-positive-offset",
+    ),
+    pytest.param(
+        f"SELECT window_start, window_end, item, SUM(price) AS total FROM {SES} GROUP BY item, window_start, window_end",
+        "SELECT __w.start AS window_start, __w.end AS window_end, item, SUM(price) AS total "
+        f"FROM (SELECT *, {SES_W} FROM analytics.bids {WM}) AS bids GROUP BY item, __w",
+        id="flink-session-aggregate-partitioned",
+    ),
+    pytest.param(
+        "SELECT window_start, window_end, SUM(price) FROM TABLE(SESSION(TABLE analytics.bids, DESCRIPTOR(bidtime), "
+        "INTERVAL '5' MINUTES)) AS s GROUP BY window_start, window_end",
+        "SELECT __w.start AS window_start, __w.end AS window_end, SUM(price) "
+        f"FROM (SELECT *, {SES_W}, 0 AS __p FROM analytics.bids {WM}) AS s GROUP BY __w, __p",
+        id="session-aggregate-without-partition-gets-constant-key",
+    ),
+    pytest.param(
+        "SELECT item, price, window_start, window_end, COUNT(*) FROM TABLE(SESSION(TABLE analytics.bids "
+        "PARTITION BY (item, price), DESCRIPTOR(bidtime), INTERVAL '5' MINUTES)) "
+        "GROUP BY window_start, window_end, price, item HAVING COUNT(*) > 1",
+        "SELECT item, price, __w.start AS window_start, __w.end AS window_end, COUNT(*) "
+        f"FROM (SELECT *, {SES_W} FROM analytics.bids {WM}) AS bids GROUP BY __w, price, item HAVING COUNT(*) > 1",
+        id="session-aggregate-two-partition-keys",
+    ),
+    pytest.param(
+        f"SELECT * FROM {SES} WHERE price > 1",
+        f"SELECT * FROM (SELECT INLINE(__rows), {SES_WINDOWS} FROM (SELECT __w, "
+        f"COLLECT_LIST(STRUCT(bidtime AS bidtime, price AS price, item AS item)) AS __rows FROM (SELECT *, {SES_W} FROM analytics.bids {WM}) "
+        "GROUP BY __w, item)) AS bids WHERE price > 1",
+        id="session-rows-partitioned",
+    ),
+    pytest.param(
+        "SELECT item, window_end FROM TABLE(SESSION(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))",
+        f"SELECT item, window_end FROM (SELECT INLINE(__rows), {SES_WINDOWS} FROM (SELECT __w, "
+        f"COLLECT_LIST(STRUCT(bidtime AS bidtime, price AS price, item AS item)) AS __rows FROM (SELECT *, {SES_W}, 0 AS __p "
+        f"FROM analytics.bids {WM}) GROUP BY __w, __p)) AS bids",
+        id="session-rows-unpartitioned",
+    ),
+]
+
+
+@pytest.mark.parametrize("sql,expected", CUMULATE_SESSION_REWRITES)
+def test_rewrite_cumulate_session(sql, expected):
+    plan = compile_(sql)
+    assert plan.spark_sql == norm(expected)
+    assert norm(plan.spark_sql) == plan.spark_sql
+    assert plan.kind == "append"
+
+
+CUMULATE_FORMS = [
+    CUM,
+    "TABLE(CUMULATE(DATA => TABLE analytics.bids, TIMECOL => DESCRIPTOR(bidtime), STEP => INTERVAL '2' MINUTES, "
+    "SIZE => INTERVAL '10' MINUTES))",
+    "TABLE(CUMULATE(SIZE => INTERVAL '10' MINUTES, STEP => INTERVAL '2' MINUTES, TIMECOL => DESCRIPTOR(bidtime), "
+    "DATA => TABLE analytics.bids))",
+    "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, SIZE => INTERVAL '10' MINUTES, "
+    "`OFFSET` => INTERVAL '0' MINUTES))",
+    "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '120' SECOND, INTERVAL '600' SECONDS, "
+    "INTERVAL '0' SECONDS))",
+    "table(cumulate(table Analytics.Bids, descriptor(BidTime), interval '2 minutes', interval 10 minute)) bids",
+]
+
+
+@pytest.mark.parametrize("tvf", CUMULATE_FORMS)
+def test_cumulate_argument_forms_are_equivalent(tvf):
+    plan = compile_(AGG.format(tvf))
+    assert plan.spark_sql == compile_(AGG.format(CUMULATE_FORMS[0])).spark_sql
+    assert plan.windows == (WindowSpec("analytics.bids", "bidtime", "cumulate", 10 * MIN, 2 * MIN, 0),)
+
+
+SESSION_FORMS = [
+    SES,
+    "TABLE(SESSION(DATA => TABLE analytics.bids PARTITION BY item, TIMECOL => DESCRIPTOR(bidtime), "
+    "GAP => INTERVAL '5' MINUTES))",
+    "TABLE(SESSION(GAP => INTERVAL '300' SECONDS, DATA => TABLE analytics.bids PARTITION BY (item), "
+    "TIMECOL => DESCRIPTOR(bidtime)))",
+    "TABLE(SESSION(TABLE analytics.bids PARTITION BY (ITEM, item), DESCRIPTOR(bidtime), GAP => INTERVAL '5' MINUTE))",
+    "table(session(table `analytics`.`bids` partition by `item`, descriptor(bidtime), interval '5 minutes')) AS bids",
+]
+
+
+@pytest.mark.parametrize("tvf", SESSION_FORMS)
+def test_session_argument_forms_are_equivalent(tvf):
+    sql = "SELECT window_start, window_end, item, COUNT(*) AS n FROM {} GROUP BY window_start, window_end, item"
+    plan = compile_(sql.format(tvf))
+    assert plan.spark_sql == compile_(sql.format(SESSION_FORMS[0])).spark_sql
+    assert plan.windows == (WindowSpec("analytics.bids", "bidtime", "session", 5 * MIN, 5 * MIN, 0, ("item",)),)
+
+
+@pytest.mark.parametrize("interval,us,spark", INTERVALS)
+def test_session_gap_spellings(interval, us, spark):
+    sql = AGG.format(f"TABLE(SESSION(TABLE analytics.bids, DESCRIPTOR(bidtime), {interval}))")
+    plan = compile_(sql)
+    assert plan.windows[0].size_us == us
+    assert f"SESSION_WINDOW(bidtime, '{spark}') AS __w" in plan.spark_sql
+
+
+@pytest.mark.parametrize("offset,us,normalized", [
+    ("INTERVAL '1' MINUTES", MIN, "- 60000000"), ("INTERVAL '-1' MINUTES", -MIN, "- 540000000"),
+    ("-INTERVAL '3' MINUTE", -3 * MIN, "- 420000000"), ("INTERVAL '0' SECONDS", 0, ""),
+])
+@pytest.mark.parametrize("named", [False, True])
+def test_cumulate_offset(offset, us, normalized, named):
+    arg = f"OFFSET => {offset}" if named else offset
+    plan = compile_(AGG.format(
+        f"TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES, {arg}))"))
+    assert plan.windows[0].offset_us == us
+    assert f"'600 seconds', '600 seconds', '{us // 1_000_000} seconds') AS __w" in plan.spark_sql
+    assert f"PMOD(UNIX_MICROS(bidtime){' ' + normalized if normalized else ''}, 600000000)" in plan.spark_sql
+
+
+def test_cumulate_session_sql_for_binds_sources():
+    for tvf in (CUM, SES):
+        plan = compile_(f"SELECT * FROM {tvf}")
+        out = plan.sql_for({"analytics.bids": "v1"})
+        assert "FROM v1 WATERMARK bidtime DELAY OF INTERVAL '60' SECONDS" in out and "analytics." not in out
+
+
+def test_session_group_keys_may_be_qualified():
+    plan = compile_(f"SELECT b.item, window_start, window_end, COUNT(*) FROM {SES} AS b "
+                    "JOIN analytics.items AS i ON b.item = i.id GROUP BY b.item, window_start, window_end")
+    assert plan.spark_sql.endswith("GROUP BY b.item, __w")
+
+
+def test_session_in_upsert_table():
+    sql = f"SELECT item, COUNT(*) FROM {SES} GROUP BY item"
+    assert compile_(sql, delay=None, materialization="upsert_table").kind == "updating"

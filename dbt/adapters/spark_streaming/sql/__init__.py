@@ -23,6 +23,18 @@ columns to that check, so a window aggregate's ``GROUP BY window_start, window_e
 become ``__w.start`` / ``__w.end`` / ``__w.end - INTERVAL 1 MILLISECOND``. A TVF that is not
 aggregated is wrapped once more so it exposes exactly the input's columns plus
 ``window_start``, ``window_end`` and ``window_time`` (as in Flink), hiding ``__w``.
+
+CUMULATE has no Spark built-in. ``__w`` is its max-size tumbling window, and a generator
+adds ``__k``, one row per cumulative window holding the row (``window_end = __w.start + __k *
+step``); its aggregates group by ``__w, __k``, so the watermark closes all cumulative windows
+of a max window together, at ``__w.end``. SESSION uses ``session_window(ts, gap)`` as ``__w``
+and groups by it plus the PARTITION BY keys (a constant ``__p`` without them: Spark refuses a
+streaming session aggregate with no other key). SESSION rows without an aggregate come from a
+session aggregate that collects each session's rows and unnests them (INLINE).
+
+Contract for other modules (sql/oracle.py): every windowed derived table projects Spark's
+window struct as ``__w`` (``rewrite.WINDOW_STRUCT``), whose ``end`` is what Spark's state
+eviction compares with the watermark, and every window aggregate groups by ``__w``.
 """
 
 from .analysis import WindowSpec

@@ -7,7 +7,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 from sqlglot import exp
 
-from .dialect import WindowTVF
+from .dialect import PartitionedTable, WindowTVF
 from .errors import Position, SqlError
 from .intervals import describe, interval_micros
 
@@ -16,17 +16,28 @@ TIMESTAMP_TYPES = frozenset({"timestamp", "timestamp_ntz", "timestamp_ltz"})
 _PARAMS = {
     "TUMBLE": (("DATA", "TIMECOL", "SIZE", "OFFSET"), 3),
     "HOP": (("DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"), 4),
+    "CUMULATE": (("DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"), 4),
+    "SESSION": (("DATA", "TIMECOL", "GAP"), 3),
 }
 _SIGNATURES = {
     "TUMBLE": "TUMBLE(TABLE <table>, DESCRIPTOR(<time column>), <size interval> [, <offset interval>])",
     "HOP": "HOP(TABLE <table>, DESCRIPTOR(<time column>), <slide interval>, <size interval>"
     " [, <offset interval>])",
+    "CUMULATE": "CUMULATE(TABLE <table>, DESCRIPTOR(<time column>), <step interval>, <max size interval>"
+    " [, <offset interval>])",
+    "SESSION": "SESSION(TABLE <table> [PARTITION BY <column> | PARTITION BY (<column>, ...)],"
+    " DESCRIPTOR(<time column>), <gap interval>)",
 }
 
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """One windowing TVF: its input relation, time column and sizes in microseconds."""
+    """One windowing TVF: its input relation, time column and sizes in microseconds.
+
+    ``kind`` is the lower-case TVF name. ``size_us`` is the window size (CUMULATE: the max
+    size; SESSION: the gap); ``slide_us`` the HOP slide or CUMULATE step (= size otherwise).
+    ``partition_by`` holds a SESSION's PARTITION BY columns, as spelled in the input table.
+    """
 
     source: str
     time_column: str
@@ -34,6 +45,7 @@ class WindowSpec:
     size_us: int
     slide_us: int
     offset_us: int
+    partition_by: Tuple[str, ...] = ()
 
 
 def position_of(node: Optional[exp.Expr], sql: str) -> Position:
@@ -82,16 +94,7 @@ def _bad_args(tvf: WindowTVF, sql: str, why: str, node: Optional[exp.Expr] = Non
 
 
 def bind_arguments(tvf: WindowTVF, sql: str) -> Dict[str, exp.Expr]:
-    """Map a TVF's positional and named arguments to parameter names (SSV102/SSV120 on error)."""
-    if tvf.function not in _PARAMS:
-        raise SqlError(
-            "SSV120",
-            f"window TVF {tvf.function} is not supported yet",
-            "dbt-spark-streaming currently rewrites only TUMBLE and HOP windows to Spark",
-            "Use TUMBLE or HOP, or compute the windows yourself with Spark's session_window()"
-            " / window() functions.",
-            position_of(tvf.this, sql),
-        )
+    """Map a TVF's positional and named arguments to parameter names (SSV102 on error)."""
     names, required = _PARAMS[tvf.function]
     bound: Dict[str, exp.Expr] = {}
     seen_named = False
@@ -128,10 +131,54 @@ def _interval(tvf: WindowTVF, sql: str, bound: Dict[str, exp.Expr], name: str) -
     return us
 
 
+def _sizes(tvf: WindowTVF, sql: str, bound: Dict[str, exp.Expr]) -> Tuple[int, int, int]:
+    """(size, slide or step, offset) of a TVF in microseconds, checked against each other."""
+    if tvf.function == "SESSION":
+        gap = _interval(tvf, sql, bound, "GAP")
+        return gap, gap, 0
+    size = _interval(tvf, sql, bound, "SIZE")
+    step_name = {"HOP": "SLIDE", "CUMULATE": "STEP"}.get(tvf.function)
+    slide = _interval(tvf, sql, bound, step_name) if step_name else size
+    offset = _interval(tvf, sql, bound, "OFFSET") if "OFFSET" in bound else 0
+    if size % slide:
+        raise _bad_args(tvf, sql, f"{tvf.function} size ({describe(size)}) must be a whole multiple of "
+                        f"its {step_name.lower()} ({describe(slide)})", bound["SIZE"])
+    # The offset shifts the windows Spark's window() assigns: HOP's by its slide, TUMBLE's and
+    # CUMULATE's (whose base is the max-size tumbling window) by their size.
+    limit, label = (slide, "slide") if tvf.function == "HOP" else (size, "size")
+    if abs(offset) >= limit:
+        raise _bad_args(tvf, sql, f"the absolute OFFSET ({describe(abs(offset))}) must be smaller than "
+                        f"the window {label} ({describe(limit)})", bound["OFFSET"])
+    return size, slide, offset
+
+
+def _partition_keys(tvf: WindowTVF, sql: str, source: str,
+                    columns: Mapping[str, Tuple[str, str]], keys: List[exp.Expr]) -> Tuple[str, ...]:
+    """A SESSION's PARTITION BY keys, checked to be distinct columns of its input table."""
+    names: List[str] = []
+    for key in keys:
+        if not isinstance(key, exp.Column) or key.name.lower() not in columns:
+            raise SqlError(
+                "SSV102", f"invalid PARTITION BY key {key.sql(dialect='spark')} of window TVF SESSION",
+                f"PARTITION BY must list columns of {source}; it has "
+                f"{', '.join(c for c, _ in columns.values())}",
+                "Name input columns, e.g. TABLE t PARTITION BY (item, region).", position_of(key, sql))
+        name = columns[key.name.lower()][0]
+        if name not in names:
+            names.append(name)
+    return tuple(names)
+
+
 def analyse_tvf(tvf: WindowTVF, sql: str, schemas: Mapping[str, Mapping[str, str]]) -> WindowSpec:
     """Validate one window TVF against ``schemas`` and return its WindowSpec."""
     bound = bind_arguments(tvf, sql)
     data, timecol = bound["DATA"], bound["TIMECOL"]
+    keys: List[exp.Expr] = []
+    if isinstance(data, PartitionedTable):
+        if tvf.function != "SESSION":
+            raise _bad_args(tvf, sql, f"PARTITION BY is only allowed for SESSION, not {tvf.function}",
+                            data.expressions[0])
+        data, keys = data.this, list(data.expressions)
     if not isinstance(data, exp.Table) or not isinstance(data.this, exp.Identifier):
         raise _bad_args(tvf, sql, "DATA must be TABLE <name> (e.g. TABLE analytics.bids)", data)
     if not (
@@ -141,16 +188,7 @@ def analyse_tvf(tvf: WindowTVF, sql: str, schemas: Mapping[str, Mapping[str, str
         and isinstance(timecol.expressions[0], exp.Column)
     ):
         raise _bad_args(tvf, sql, "TIMECOL must be DESCRIPTOR(<time column>)", timecol)
-    size = _interval(tvf, sql, bound, "SIZE")
-    slide = _interval(tvf, sql, bound, "SLIDE") if "SLIDE" in bound else size
-    offset = _interval(tvf, sql, bound, "OFFSET") if "OFFSET" in bound else 0
-    if size % slide:
-        raise _bad_args(tvf, sql, f"HOP size ({describe(size)}) must be a whole multiple of its "
-                        f"slide ({describe(slide)})", bound["SIZE"])
-    if abs(offset) >= slide:
-        raise _bad_args(tvf, sql, f"the absolute OFFSET ({describe(abs(offset))}) must be smaller than "
-                        f"the window {'slide' if 'SLIDE' in bound else 'size'} ({describe(slide)})",
-                        bound["OFFSET"])
+    size, slide, offset = _sizes(tvf, sql, bound)
     source = table_key(data)
     # `schemas` is looked up by key only (keys are lower-case names): the adapter's mapping
     # reads a table's schema from Delta on demand.
@@ -175,7 +213,8 @@ def analyse_tvf(tvf: WindowTVF, sql: str, schemas: Mapping[str, Mapping[str, str
             "SSV103", f"time column {columns[col][0]} of {source} has type {ctype}",
             "window TVFs need an event-time column of type timestamp or timestamp_ntz",
             "Use a timestamp column, or cast it in an upstream model.", position_of(col_node, sql))
-    return WindowSpec(source, columns[col][0], tvf.function.lower(), size, slide, offset)
+    partition_by = _partition_keys(tvf, sql, source, columns, keys)
+    return WindowSpec(source, columns[col][0], tvf.function.lower(), size, slide, offset, partition_by)
 
 
 def tvf_scope(tvf: WindowTVF) -> Optional[exp.Select]:
@@ -195,15 +234,23 @@ def window_key(col: exp.Expr, tvf: WindowTVF) -> Optional[str]:
     return col.name.lower()
 
 
+def tvf_data(tvf: WindowTVF) -> Tuple[Optional[exp.Table], List[exp.Expr]]:
+    """The ``TABLE t`` argument of a TVF (None if it has none) and its PARTITION BY keys."""
+    for arg in tvf.expressions:
+        value = arg.expression if isinstance(arg, exp.Kwarg) else arg
+        if isinstance(value, exp.Table):
+            return value, []
+        if isinstance(value, PartitionedTable):
+            return value.this, list(value.expressions)
+    return None, []
+
+
 def tvf_alias(tvf: WindowTVF) -> str:
     """The alias a TVF is referred by: its own alias, else its input table's name."""
     if tvf.alias:
         return tvf.alias
-    for arg in tvf.expressions:
-        value = arg.expression if isinstance(arg, exp.Kwarg) else arg
-        if isinstance(value, exp.Table):
-            return value.name.lower()
-    return tvf.function.lower()
+    table, _ = tvf_data(tvf)
+    return table.name.lower() if table is not None else tvf.function.lower()
 
 
 def is_aggregating(select: exp.Select) -> bool:
@@ -256,6 +303,8 @@ def classify(tree: exp.Expr, tvfs: List[WindowTVF], sql: str) -> Classification:
         if scope_tvfs and group:
             keys = {window_key(g, scope_tvfs[0]) for g in group.expressions} - {None}
         if "window_start" in keys and "window_end" in keys:
+            if scope_tvfs[0].function == "SESSION":
+                _check_session_keys(scope_tvfs[0], group, sql)
             window_aggs[id(scope_tvfs[0])] = select
             continue
         if keys & {"window_start", "window_end"}:
@@ -282,5 +331,33 @@ def classify(tree: exp.Expr, tvfs: List[WindowTVF], sql: str) -> Classification:
             reason = (f"{node.key.upper()} {'ALL' if not node.args.get('distinct') else 'DISTINCT'}"
                       " deduplicates rows across the whole stream, so its result keeps changing",
                       node)
+    # Rows of a SESSION TVF are computed by a window aggregate too (see rewrite.py), so they
+    # also need a watermark delay.
+    if any(t.function == "SESSION" and id(t) not in window_aggs for t in tvfs):
+        aggregating = True
     kind = "updating" if reason else "append"
     return Classification(kind, window_aggs, aggregating, reason)
+
+
+def _check_session_keys(tvf: WindowTVF, group: exp.Group, sql: str) -> None:
+    """SSV121 unless a SESSION window aggregate groups by exactly its PARTITION BY keys.
+
+    Spark merges sessions per GROUP BY key, while Flink merges them per partition key: the
+    two agree only when the keys are the same.
+    """
+    _, partition = tvf_data(tvf)
+    wanted = {k.name.lower() for k in partition if isinstance(k, exp.Column)}
+    others = [g for g in group.expressions if window_key(g, tvf) is None]
+    alias = tvf_alias(tvf).lower()
+    got = {g.name.lower() for g in others
+           if isinstance(g, exp.Column) and (not g.table or g.table.lower() == alias)}
+    if got == wanted and len(got) == len(others):
+        return
+    shown = ", ".join(g.sql(dialect="spark") for g in others) or "none"
+    expected = ", ".join(k.sql(dialect="spark") for k in partition) or "none"
+    raise SqlError(
+        "SSV121", "SESSION window aggregate groups by other keys than its PARTITION BY",
+        f"sessions are formed per PARTITION BY key, so besides window_start and window_end the "
+        f"GROUP BY must list exactly those keys. Got: {shown}; Expected: {expected}",
+        "List the same columns in SESSION(TABLE t PARTITION BY (...), ...) and in the GROUP BY "
+        "(next to window_start and window_end).", position_of(others[0] if others else group, sql))

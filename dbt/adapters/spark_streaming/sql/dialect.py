@@ -29,6 +29,15 @@ class WindowTVF(exp.Expression):
         return self.this.name.upper()
 
 
+class PartitionedTable(exp.Expression):
+    """``TABLE t PARTITION BY k`` / ``TABLE t PARTITION BY (k1, k2)``: a SESSION TVF's DATA argument.
+
+    ``this`` is the ``exp.Table``; ``expressions`` the partition keys as written.
+    """
+
+    arg_types = {"this": True, "expressions": True}
+
+
 class WatermarkedTable(exp.Expression):
     """``<table> WATERMARK <column> DELAY OF <interval>`` (Spark 4 SQL watermark clause)."""
 
@@ -79,6 +88,13 @@ class SparkStreamingParser(SparkParser):
             self._advance(2)
         if self._match(TokenType.TABLE):
             value: Optional[exp.Expr] = self._parse_table_parts()
+            if self._match(TokenType.PARTITION_BY):
+                if self._match(TokenType.L_PAREN):
+                    keys = self._parse_csv(self._parse_assignment)
+                    self._match_r_paren()
+                else:
+                    keys = [self._parse_assignment()]
+                value = self.expression(PartitionedTable(this=value, expressions=keys))
         else:
             value = self._parse_assignment()
         if value is None:
@@ -117,6 +133,8 @@ def _tvf_arg_sql(gen: SparkGenerator, arg: exp.Expr) -> str:
         return f"{gen.sql(arg, 'this')} => {_tvf_arg_sql(gen, arg.expression)}"
     if isinstance(arg, exp.Table):
         return f"TABLE {gen.sql(arg)}"
+    if isinstance(arg, PartitionedTable):
+        return f"TABLE {gen.sql(arg, 'this')} PARTITION BY ({gen.expressions(arg, flat=True)})"
     return gen.sql(arg)
 
 

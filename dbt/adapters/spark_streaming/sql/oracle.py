@@ -14,7 +14,9 @@ emitted. So the oracle is the model's own rewritten query, in which each window 
 windowed input is filtered with ``__w.end > <the row's batch watermark>`` (a column the
 oracle's input views carry, LATE_COLUMN) and the aggregate keeps only windows with
 ``__w.end <= <the last batch's watermark>``. This works on the ``__w`` window struct, so
-it holds for every window kind the rewrite produces.
+it holds for every window kind the rewrite produces (for SESSION, ``__w`` of an input row is
+``[ts, ts + gap)`` and Spark drops the row when that ends at or before the watermark; the
+group's windows merge into the session).
 """
 from __future__ import annotations
 
@@ -66,7 +68,9 @@ def emitted(tree: exp.Expr, watermark_us: int) -> exp.Expr:
     for scope, derived in window_aggregates(tree):
         on_time = exp.GT(this=_window_end(), expression=exp.column(LATE_COLUMN))
         derived.set("this", exp.select(exp.Star()).from_(exp.Subquery(this=derived.this)).where(on_time))
-        closed = exp.LTE(this=_window_end(), expression=_micros(watermark_us))
+        # MAX(): a predicate on the grouping key would be pushed below the aggregate by Spark's
+        # optimizer, and for SESSION that is before the rows' windows merge into sessions.
+        closed = exp.LTE(this=exp.Max(this=_window_end()), expression=_micros(watermark_us))
         having = scope.args.get("having")
         scope.set("having", exp.Having(this=exp.and_(having.this, closed) if having else closed))
     return tree

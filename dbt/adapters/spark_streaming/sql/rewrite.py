@@ -1,4 +1,4 @@
-"""Rewrite window TVFs into Spark ``window()`` derived tables (see package docstring)."""
+"""Rewrite window TVFs into Spark ``window()`` / ``session_window()`` derived tables (see package docstring)."""
 
 from __future__ import annotations
 
@@ -6,66 +6,119 @@ from typing import Dict, List, Mapping, Optional
 
 from sqlglot import exp
 
-from .analysis import WindowSpec, own_nodes, tvf_alias, window_key
+from .analysis import WindowSpec, own_nodes, tvf_alias, tvf_data, window_key
 from .dialect import WatermarkedTable, WindowTVF
 from .intervals import duration_string, interval_literal
 
-WINDOW_STRUCT = "__w"
+WINDOW_STRUCT = "__w"  # the Spark window struct; its `end` is what the watermark closes
+STEP_INDEX = "__k"  # CUMULATE: window_end = __w.start + __k * step, for __k in 1..size/step
+SESSION_KEY = "__p"  # SESSION without PARTITION BY: a constant group key (see _group_keys)
+SESSION_ROWS = "__rows"  # SESSION rows: the input rows of one session, collected
 
 
 def _window_struct() -> exp.Column:
     return exp.column(WINDOW_STRUCT)
 
 
-def window_expression(name: str) -> exp.Expr:
-    """Expression over the ``__w`` struct computing window_start / window_end / window_time."""
+def _time_column(spec: WindowSpec) -> exp.Column:
+    return exp.column(exp.to_identifier(spec.time_column))
+
+
+def _window_end(spec: Optional[WindowSpec]) -> exp.Expr:
+    if spec is not None and spec.kind == "cumulate":
+        steps = exp.Mul(this=exp.column(STEP_INDEX), expression=interval_literal(spec.slide_us))
+        return exp.Add(this=exp.column("start", table=WINDOW_STRUCT), expression=steps)
+    return exp.column("end", table=WINDOW_STRUCT)
+
+
+def window_expression(name: str, spec: Optional[WindowSpec] = None) -> exp.Expr:
+    """Expression over ``__w`` (and ``__k`` for CUMULATE) computing window_start / window_end /
+    window_time of the window TVF ``spec`` (TUMBLE, HOP and SESSION if None)."""
     if name == "window_start":
         return exp.column("start", table=WINDOW_STRUCT)
-    end = exp.column("end", table=WINDOW_STRUCT)
+    end = _window_end(spec)
     if name == "window_end":
         return end
     one_ms = exp.Interval(this=exp.Literal.string("1"), unit=exp.var("MILLISECOND"))
     return exp.Sub(this=end, expression=one_ms)
 
 
+def _window_column(spec: WindowSpec) -> exp.Expr:
+    """Spark's window of one row: window(ts, size, slide, offset) or session_window(ts, gap).
+
+    CUMULATE uses the max-size tumbling window: its end is when all of its cumulative
+    windows are complete, so Spark's watermark closes them all together.
+    """
+    if spec.kind == "session":
+        return exp.Anonymous(this="session_window", expressions=[
+            _time_column(spec), exp.Literal.string(duration_string(spec.size_us))])
+    slide = spec.size_us if spec.kind == "cumulate" else spec.slide_us
+    return exp.Anonymous(this="window", expressions=[
+        _time_column(spec),
+        exp.Literal.string(duration_string(spec.size_us)),
+        exp.Literal.string(duration_string(slide)),
+        exp.Literal.string(duration_string(spec.offset_us)),
+    ])
+
+
+def _step_indexes(spec: WindowSpec) -> exp.Expr:
+    """CUMULATE: EXPLODE(SEQUENCE(k_min, size / step)), one row per cumulative window holding ts.
+
+    The max window starts at S = ts - pmod(ts - offset, size) (as Spark's window() and Flink
+    align it), and [S, S + k * step) holds ts for every k >= pmod(ts - offset, size) DIV step + 1.
+    """
+    micros: exp.Expr = exp.Anonymous(this="unix_micros", expressions=[_time_column(spec)])
+    offset = spec.offset_us % spec.size_us
+    if offset:
+        micros = exp.Sub(this=micros, expression=exp.Literal.number(offset))
+    into_window = exp.Anonymous(this="pmod", expressions=[micros, exp.Literal.number(spec.size_us)])
+    first = exp.Add(this=exp.IntDiv(this=into_window, expression=exp.Literal.number(spec.slide_us)),
+                    expression=exp.Literal.number(1))
+    last = exp.Literal.number(spec.size_us // spec.slide_us)
+    return exp.Explode(this=exp.Anonymous(this="sequence", expressions=[first, last]))
+
+
+def _group_keys(spec: WindowSpec) -> List[exp.Expr]:
+    """What a window aggregate groups by in place of window_start, window_end.
+
+    A SESSION without PARTITION BY gets a constant key column: Spark refuses a streaming
+    session window aggregate with no other group key ("Global aggregation with session
+    window in streaming query is not supported").
+    """
+    keys: List[exp.Expr] = [_window_struct()]
+    if spec.kind == "cumulate":
+        keys.append(exp.column(STEP_INDEX))
+    if spec.kind == "session" and not spec.partition_by:
+        keys.append(exp.column(SESSION_KEY))
+    return keys
+
+
 def _windowed_input(spec: WindowSpec, table: exp.Table, delay_us: Optional[int]) -> exp.Select:
-    """SELECT *, window(...) AS __w FROM <table> [WATERMARK <col> DELAY OF <delay>]."""
-    window = exp.Anonymous(
-        this="window",
-        expressions=[
-            exp.column(exp.to_identifier(spec.time_column)),
-            exp.Literal.string(duration_string(spec.size_us)),
-            exp.Literal.string(duration_string(spec.slide_us)),
-            exp.Literal.string(duration_string(spec.offset_us)),
-        ],
-    )
+    """SELECT *, <window> AS __w [, <step index> AS __k | 0 AS __p] FROM <table> [WATERMARK ...]."""
+    projections: List[exp.Expr] = [exp.Star(), exp.alias_(_window_column(spec), WINDOW_STRUCT)]
+    if spec.kind == "cumulate":
+        projections.append(exp.alias_(_step_indexes(spec), STEP_INDEX))
+    if spec.kind == "session" and not spec.partition_by:
+        projections.append(exp.alias_(exp.Literal.number(0), SESSION_KEY))
     source: exp.Expr = exp.Table(
         this=table.this.copy(), db=table.args["db"].copy() if table.args.get("db") else None
     )
     if delay_us is not None:
         source = WatermarkedTable(
             this=source,
-            column=exp.column(exp.to_identifier(spec.time_column)),
+            column=_time_column(spec),
             delay=interval_literal(delay_us),
         )
-    return exp.Select(expressions=[exp.Star(), exp.alias_(window, WINDOW_STRUCT)]).from_(source)
+    return exp.Select(expressions=projections).from_(source)
 
 
-def _tvf_table(tvf: WindowTVF) -> exp.Table:
-    for arg in tvf.expressions:
-        value = arg.expression if isinstance(arg, exp.Kwarg) else arg
-        if isinstance(value, exp.Table):
-            return value
-    raise AssertionError("window TVF without a TABLE argument")  # analysis guarantees one
-
-
-def _replace_window_refs(scope: exp.Select, tvf: WindowTVF) -> None:
+def _replace_window_refs(scope: exp.Select, tvf: WindowTVF, spec: WindowSpec) -> None:
     """In the window aggregate ``scope``, point window_* references at the ``__w`` struct."""
     projections: List[exp.Expr] = []
     for proj in scope.expressions:
         key = window_key(proj, tvf)
         if key is not None:
-            projections.append(exp.alias_(window_expression(key), key))
+            projections.append(exp.alias_(window_expression(key, spec), key))
         else:
             projections.append(proj)
     scope.set("expressions", projections)
@@ -73,8 +126,8 @@ def _replace_window_refs(scope: exp.Select, tvf: WindowTVF) -> None:
         key = window_key(node, tvf)
         if key is None:
             continue
-        replacement = window_expression(key)
-        if isinstance(replacement, exp.Sub):
+        replacement = window_expression(key, spec)
+        if not isinstance(replacement, exp.Column):
             replacement = exp.Paren(this=replacement)
         node.replace(replacement)
     group = scope.args["group"]
@@ -84,16 +137,34 @@ def _replace_window_refs(scope: exp.Select, tvf: WindowTVF) -> None:
             keys.append(item)
         elif not any(isinstance(k, exp.Column) and k.name == WINDOW_STRUCT and not k.table
                      for k in keys):
-            keys.append(_window_struct())
+            keys.extend(_group_keys(spec))
     group.set("expressions", keys)
 
 
-def _projection_table(inner: exp.Select, columns: List[str]) -> exp.Select:
-    """Expose the input's columns plus window_start/window_end/window_time (hide ``__w``)."""
-    projections: List[exp.Expr] = [exp.column(exp.to_identifier(c)) for c in columns]
-    projections += [exp.alias_(window_expression(n), n)
-                    for n in ("window_start", "window_end", "window_time")]
-    return exp.Select(expressions=projections).from_(exp.Subquery(this=inner))
+def _window_columns(spec: WindowSpec) -> List[exp.Expr]:
+    return [exp.alias_(window_expression(n, spec), n) for n in ("window_start", "window_end", "window_time")]
+
+
+def _projection_table(inner: exp.Select, columns: List[str], spec: WindowSpec) -> exp.Select:
+    """Expose the input's columns plus window_start/window_end/window_time (hide ``__w``).
+
+    SESSION rows need the merged session of each row, which only Spark's session window
+    aggregate computes: collect each session's rows, then unnest them (INLINE) next to the
+    session's bounds. Like any window aggregate, a session is emitted when the watermark
+    passes its end.
+    """
+    if spec.kind != "session":
+        projections = [exp.column(exp.to_identifier(c)) for c in columns] + _window_columns(spec)
+        return exp.Select(expressions=projections).from_(exp.Subquery(this=inner))
+    row = exp.Struct(expressions=[exp.alias_(exp.column(exp.to_identifier(c)), exp.to_identifier(c))
+                                  for c in columns])
+    sessions = exp.Select(expressions=[
+        _window_struct(),
+        exp.alias_(exp.Anonymous(this="collect_list", expressions=[row]), SESSION_ROWS),
+    ]).from_(exp.Subquery(this=inner)).group_by(
+        *_group_keys(spec), *[exp.column(exp.to_identifier(c)) for c in spec.partition_by])
+    projections = [exp.Anonymous(this="inline", expressions=[exp.column(SESSION_ROWS)])]
+    return exp.Select(expressions=projections + _window_columns(spec)).from_(exp.Subquery(this=sessions))
 
 
 def rewrite_tvfs(
@@ -105,13 +176,15 @@ def rewrite_tvfs(
 ) -> None:
     """Replace every window TVF in place by its Spark derived table."""
     for tvf, spec in zip(tvfs, specs):
-        inner = _windowed_input(spec, _tvf_table(tvf), delay_us)
+        table, _ = tvf_data(tvf)
+        assert table is not None  # analysis guarantees a TABLE argument
+        inner = _windowed_input(spec, table, delay_us)
         alias = exp.TableAlias(this=exp.to_identifier(tvf_alias(tvf)))
         scope = window_aggregates.get(id(tvf))
         if scope is not None:
-            _replace_window_refs(scope, tvf)
+            _replace_window_refs(scope, tvf, spec)
             derived = exp.Subquery(this=inner, alias=alias)
         else:
             columns = list(schemas[spec.source])
-            derived = exp.Subquery(this=_projection_table(inner, columns), alias=alias)
+            derived = exp.Subquery(this=_projection_table(inner, columns, spec), alias=alias)
         tvf.replace(derived)

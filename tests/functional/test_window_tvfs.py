@@ -1,0 +1,110 @@
+"""CUMULATE and SESSION window TVFs through `dbt run`: a seeded random event stream, out of
+order within the watermark delay, appended in several Delta versions with `dbt run` after
+each. After every run each streaming_view table equals the same query run by Spark in batch
+over all rows appended so far, restricted to the windows the watermark has closed, and the
+snapshot_equivalence test passes."""
+import random
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pytest
+from dbt.tests.util import run_dbt
+from deltalake import DeltaTable, write_deltalake
+
+from dbt.adapters.spark_streaming.runtime.session import get_spark
+from dbt.adapters.spark_streaming.sql import compile_query
+
+from .helpers import commits, rows, table_path
+
+SOURCES = """
+sources:
+  - name: raw
+    schema: "{{ target.schema }}"
+    tables: [{name: ev}]
+"""
+DELAY = timedelta(minutes=2)
+CONFIG = "{{ config(materialized='streaming_view', watermark_delay='2 minutes') }}\n"
+EV = "{{ source('raw', 'ev') }}"
+CUMULATE = f"CUMULATE(TABLE {EV}, DESCRIPTOR(ts), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES, INTERVAL '-3' MINUTES)"
+# Per model: the query (EV is the source) and which rows the stream has emitted, given the
+# watermark. A CUMULATE window is emitted with all the others of its max window, when
+# window_start + max size (the end of Spark's window struct) <= the watermark; a session
+# (aggregated, or its rows) when its end <= the watermark. (CUMULATE rows, a projection like
+# TUMBLE rows, are checked in batch by test_tvf_semantics.py; left out here to save time.)
+MODELS = {
+    "cumulate_agg": (
+        f"SELECT window_start, window_end, window_time, k, SUM(v) AS total, COUNT(*) AS n "
+        f"FROM TABLE({CUMULATE}) GROUP BY window_start, window_end, k",
+        lambda r, wm: r[0] + timedelta(minutes=10) <= wm),
+    "session_agg": (
+        f"SELECT k, window_start, window_end, SUM(v) AS total, COUNT(*) AS n FROM TABLE(SESSION("
+        f"TABLE {EV} PARTITION BY k, DESCRIPTOR(ts), INTERVAL '1' MINUTES)) GROUP BY window_start, window_end, k",
+        lambda r, wm: r[2] <= wm),
+    "session_rows": (
+        f"SELECT ts, v, window_start, window_end FROM TABLE(SESSION(DATA => TABLE {EV}, TIMECOL => DESCRIPTOR(ts), "
+        f"GAP => INTERVAL '30' SECONDS))",
+        lambda r, wm: r[3] <= wm),
+}
+EPOCH = datetime(2020, 4, 15, 8, 0, tzinfo=timezone.utc)
+
+
+def appends(seed: int = 7, versions: int = 3, per_version: int = 40) -> list[list[tuple]]:
+    """Random (ts, k, v) events; each version covers the next ~12 minutes, shuffled, and may
+    reach back to just after the previous versions' max time - DELAY (the watermark), so
+    events are out of order but never late."""
+    rng = random.Random(seed)
+    out, high = [], EPOCH
+    for i in range(versions):
+        low = high - DELAY + timedelta(seconds=1) if i else EPOCH
+        span = int((EPOCH + timedelta(minutes=12 * (i + 1)) - low).total_seconds())
+        events = [(low + timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000)),
+                   rng.choice("abc"), rng.randrange(1, 100)) for _ in range(per_version)]
+        high = max(high, *(e[0] for e in events))
+        out.append(events)
+    return out
+
+
+def append(path: str, events: list[tuple]) -> None:
+    write_deltalake(path, pa.table({
+        "ts": pa.array([e[0] for e in events], pa.timestamp("us", tz="UTC")),
+        "k": pa.array([e[1] for e in events]),
+        "v": pa.array([e[2] for e in events], pa.int64()),
+    }), mode="append")
+
+
+def batch_rows(schema: str, sql: str) -> list[tuple]:
+    """The model's query run by Spark in batch over the view `window_tvfs_ev` (all source rows)."""
+    spark = get_spark()
+    name = f"{schema}.ev"
+    plan = compile_query(sql.replace(EV, name), schemas={name: {"ts": "timestamp", "k": "string", "v": "bigint"}},
+                         watermark_delay="2 minutes")
+    table = spark.sql(plan.sql_for({name: "window_tvfs_ev"})).toArrow()
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+class TestCumulateAndSession:
+    @pytest.fixture(scope="class")
+    def models(self):
+        tests = "models:\n" + "".join(f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in MODELS)
+        return {"sources.yml": SOURCES, "tests.yml": tests,
+                **{f"{name}.sql": CONFIG + sql for name, (sql, _) in MODELS.items()}}
+
+    def test_stream_equals_batch_on_closed_windows(self, project):
+        source, schema = table_path(project, "ev"), project.test_schema
+        emitted = {name: [] for name in MODELS}
+        for events in appends():
+            append(source, events)
+            results = run_dbt(["run"])
+            get_spark().createDataFrame(DeltaTable(source).to_pyarrow_table()).createOrReplaceTempView("window_tvfs_ev")
+            assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {n: 0 for n in MODELS}
+            for name, (sql, closed) in MODELS.items():
+                path = table_path(project, name)
+                watermark = datetime.fromtimestamp(commits(path)[-1]["watermark_ms"] / 1000, timezone.utc)
+                everything = batch_rows(schema, sql)
+                expected = [r for r in everything if closed(r, watermark)]
+                assert rows(path) == expected, name
+                emitted[name].append((len(expected), len(everything)))
+            assert len(run_dbt(["test"])) == len(MODELS)
+        # Every model emitted new rows in every run; the window aggregates leave windows open.
+        assert all(0 < a[0] < b[0] < c[0] for a, b, c in emitted.values()), emitted
+        assert all(n[-1][0] < n[-1][1] for n in emitted.values()), emitted
