@@ -7,6 +7,7 @@ from typing import Any
 
 from dbt.adapters.base import available
 from dbt.adapters.base.relation import AdapterTrackingRelationInfo, BaseRelation
+from dbt.adapters.capability import Capability, CapabilityDict, CapabilitySupport, Support
 from dbt.adapters.spark.impl import SparkAdapter
 
 from .connections import SparkStreamingConnectionManager, session_and_catalog
@@ -16,6 +17,10 @@ from .relation import SparkStreamingRelation
 class SparkStreamingAdapter(SparkAdapter):
     ConnectionManager = SparkStreamingConnectionManager
     Relation = SparkStreamingRelation
+    # `dbt source freshness` without a loaded_at_field: Delta commit times (get_relation_last_modified)
+    _capabilities = CapabilityDict({
+        Capability.TableLastModifiedMetadata: CapabilitySupport(support=Support.Full),
+        Capability.TableLastModifiedMetadataBatch: CapabilitySupport(support=Support.Full)})
 
     @classmethod
     def type(cls) -> str:
@@ -87,6 +92,9 @@ class SparkStreamingAdapter(SparkAdapter):
         catalog = self._session()[1]
         path = catalog.location(relation.schema, relation.identifier)
         catalog.unbind(relation.schema, relation.identifier)
+        from .runtime.views import drop_view  # a `view` model: its Spark view and stored SQL
+
+        drop_view(catalog.spark, catalog, relation.schema, relation.identifier)
         shutil.rmtree(path, ignore_errors=True)
         self.cache_dropped(relation)
 
@@ -100,3 +108,69 @@ class SparkStreamingAdapter(SparkAdapter):
             catalog.unbind(relation.schema, name)
         spark.sql(f"DROP DATABASE IF EXISTS `{relation.schema}` CASCADE")
         shutil.rmtree(os.path.join(catalog.warehouse, relation.schema.lower()), ignore_errors=True)
+
+    # Batch materializations (table, view, incremental, snapshot): runtime/batch.py, views.py,
+    # relations.py.
+
+    @available.parse_none
+    def write_delta_table(self, relation: BaseRelation, sql: str, partition_by: Any = None) -> Any:
+        """Build (or atomically replace) the relation's Delta table from `sql`."""
+        from .runtime.batch import write_table
+
+        spark, catalog = self._session()
+        return write_table(spark, catalog, relation.schema, relation.identifier, sql, partition_by)
+
+    @available.parse_none
+    def run_delta_incremental(self, relation: BaseRelation, sql: str, config: dict) -> Any:
+        """Append or merge `sql`'s rows into the existing Delta table (incremental strategies)."""
+        from .runtime.batch import run_incremental
+
+        spark, catalog = self._session()
+        return run_incremental(spark, catalog, relation.schema, relation.identifier, sql, config)
+
+    @available.parse_none
+    def merge_delta_snapshot(self, relation: BaseRelation, staging_sql: str, column_names: dict,
+                             valid_to_current: str | None = None) -> Any:
+        """Apply dbt's snapshot staging rows to the snapshot's Delta table."""
+        from .runtime.batch import merge_snapshot
+
+        spark, catalog = self._session()
+        return merge_snapshot(spark, catalog, relation.schema, relation.identifier, staging_sql,
+                              dict(column_names), valid_to_current)
+
+    @available.parse_none
+    def create_delta_view(self, relation: BaseRelation, sql: str) -> Any:
+        """Create or replace a view and keep its SQL in the warehouse for later processes."""
+        from .runtime.views import create_view
+
+        spark, catalog = self._session()
+        return create_view(spark, catalog, relation.schema, relation.identifier, sql)
+
+    @available.parse_none
+    def rename_delta_relation(self, from_relation: BaseRelation, to_relation: BaseRelation) -> None:
+        """Move a table's directory, or re-create a view under the new name (dbt's
+        rename_relation updates the cache)."""
+        from .runtime.relations import rename
+
+        spark, catalog = self._session()
+        rename(spark, catalog, from_relation.schema, from_relation.identifier,
+               to_relation.schema, to_relation.identifier)
+
+    @available.parse_none
+    def sync_delta_schema(self, relation: BaseRelation) -> None:
+        """Rebind the schema's tables from the warehouse before dbt lists its relations."""
+        from .runtime.relations import sync_schema
+
+        sync_schema(self._session()[1], relation.schema)
+
+    @available.parse_list
+    def delta_last_modified(self, relations: list) -> list:
+        """[schema, identifier, ISO UTC time of the latest Delta commit or None] per relation."""
+        from .runtime.relations import last_modified
+
+        catalog = self._session()[1]
+        out = []
+        for r in relations:
+            when = last_modified(catalog, r.schema, r.identifier)
+            out.append([r.schema, r.identifier, when.strftime("%Y-%m-%d %H:%M:%S.%f") if when else None])
+        return out

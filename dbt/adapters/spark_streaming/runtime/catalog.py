@@ -70,7 +70,8 @@ class Catalog:
                 self.spark.sql(f"DROP TABLE IF EXISTS `{schema}`.`{identifier}`")
 
     def bind_all(self) -> None:
-        """Bind every Delta table under the warehouse and every registered source location."""
+        """Bind every Delta table under the warehouse and every registered source location,
+        then re-create the stored views (runtime/views.py)."""
         with self._lock:
             if os.path.isdir(self.warehouse):
                 for schema in sorted(os.listdir(self.warehouse)):
@@ -82,6 +83,9 @@ class Catalog:
                         if is_delta(os.path.join(sdir, identifier)):
                             self.bind(schema, identifier)
             self.bind_registered()
+            from .views import restore_views  # `view` models, kept as SQL in the warehouse
+
+            restore_views(self)
 
     def bind_registered(self) -> None:
         """Bind source locations registered since the last call (cheap when none are new)."""
