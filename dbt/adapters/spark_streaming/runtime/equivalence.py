@@ -209,30 +209,30 @@ def check(spark, catalog: Catalog, schema: str, identifier: str, *, at_version: 
               .unionByName(actual.select(*cols, F.lit(0).alias("__e"), F.lit(1).alias("__a"))))
     # One pass over each side: per distinct row, how often each side has it.
     counts = tagged.groupBy(*cols).agg(F.sum("__e").alias("__e"), F.sum("__a").alias("__a")).localCheckpoint()
-    diff = counts.where("__e != __a")
-    totals = counts.agg(F.sum("__e"), F.sum("__a")).first()
-    rows = diff.select("*", F.when(F.col("__e") > F.col("__a"), "missing").otherwise("unexpected").alias("_diff"),
-                       F.abs(F.col("__e") - F.col("__a")).alias("__n"))
-    rows = rows.select("_diff", *cols, F.explode(F.sequence(F.lit(1), F.col("__n"))).alias("__i")).drop("__i")
+    totals = counts.agg(F.sum("__e"), F.sum("__a"), F.sum(F.greatest(F.col("__e") - F.col("__a"), F.lit(0))),
+                        F.sum(F.greatest(F.col("__a") - F.col("__e"), F.lit(0)))).first()
+    expected_rows, actual_rows, missing, unexpected = (int(t or 0) for t in totals)
+    rows = counts.where("__e != __a").select(
+        F.when(F.col("__e") > F.col("__a"), "missing").otherwise("unexpected").alias("_diff"), *cols,
+        F.explode(F.sequence(F.lit(1), F.abs(F.col("__e") - F.col("__a")))).alias("__i")).drop("__i")
 
     floats = _float_columns(actual)
-    if float_tolerance and floats and diff.count() <= MAX_TOLERANCE_PAIRING:
+    if float_tolerance and floats and missing and unexpected and missing + unexpected <= MAX_TOLERANCE_PAIRING:
         collected = [r.asDict() for r in rows.collect()]
-        missing = [{c: r[c] for c in actual.columns} for r in collected if r["_diff"] == "missing"]
-        unexpected = [{c: r[c] for c in actual.columns} for r in collected if r["_diff"] == "unexpected"]
-        missing, unexpected = _pair_within_tolerance(missing, unexpected, floats, float_tolerance)
-        data = [("missing", *r.values()) for r in missing] + [("unexpected", *r.values()) for r in unexpected]
+        left = [{c: r[c] for c in actual.columns} for r in collected if r["_diff"] == "missing"]
+        right = [{c: r[c] for c in actual.columns} for r in collected if r["_diff"] == "unexpected"]
+        left, right = _pair_within_tolerance(left, right, floats, float_tolerance)
+        missing, unexpected = len(left), len(right)
+        data = [("missing", *r.values()) for r in left] + [("unexpected", *r.values()) for r in right]
         rows = spark.createDataFrame(data, rows.schema) if data else rows.limit(0)
 
     view = f"{prefix}_diff"
-    rows = rows.localCheckpoint()
-    rows.createOrReplaceTempView(view)
-    by_kind = {r["_diff"]: r["n"] for r in rows.groupBy("_diff").agg(F.count("*").alias("n")).collect()}
+    rows.createOrReplaceTempView(view)  # cheap to read again: `counts` is checkpointed
     samples = {kind: [tuple(r)[1:] for r in rows.where(F.col("_diff") == kind).limit(SAMPLE_ROWS).collect()]
-               for kind in by_kind}
+               for kind, n in (("missing", missing), ("unexpected", unexpected)) if n}
     return Equivalence(
         model=f"{schema}.{identifier}", table_version=version, stream_version=last["table_version"],
         sources=last["sources"],
-        watermark=last.get("watermark"), actual_rows=int(totals[1] or 0), expected_rows=int(totals[0] or 0),
-        missing=by_kind.get("missing", 0), unexpected=by_kind.get("unexpected", 0), view=view,
+        watermark=last.get("watermark"), actual_rows=actual_rows, expected_rows=expected_rows,
+        missing=missing, unexpected=unexpected, view=view,
         columns=actual.columns, samples=samples)
