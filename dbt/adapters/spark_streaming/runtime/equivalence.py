@@ -38,7 +38,7 @@ def save_query(target: str, plan, sql: str, config: dict, materialization: str) 
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as fh:
         json.dump({"sql": sql, "watermark_delay": config.get("watermark_delay"),
-                   "materialization": materialization}, fh)
+                   "materialization": materialization, "dimensions": config.get("dimensions") or []}, fh)
     os.replace(path + ".tmp", path)
 
 
@@ -65,6 +65,13 @@ def _plan(catalog: Catalog, target: str, fingerprint: str):
             "SST502", f"the query that built {target} is not recorded",
             f"no {query_file(target, fingerprint)} (the table predates query recording)",
             "Rebuild the model with `dbt run --full-refresh`.") from None
+    if query.get("dimensions"):
+        raise StreamingError(
+            "SST505", f"{target} joins dimension tables ({', '.join(query['dimensions'])})",
+            "each micro-batch joined them at the version current when it ran, which its commits do "
+            "not record, so no single batch query reproduces the table",
+            "Remove the snapshot_equivalence test from this model; test the dimension join with "
+            "ordinary dbt tests.")
     plan = sqlfront.compile_query(query["sql"], schemas=_Schemas(catalog),
                                   watermark_delay=query["watermark_delay"],
                                   materialization=query["materialization"])
@@ -84,10 +91,10 @@ def bind_inputs(spark, catalog: Catalog, plan, batches: list[dict], after: dict,
         schema, _, identifier = name.rpartition(".")
         schedule = [[b["sources"][name], b["watermark_ms"]] for b in batches if name in b["sources"]]
         view = f"{prefix}_{i}"
-        (spark.read.format(FORMAT)
-         .option("batchWatermarks", json.dumps({"after": after.get(name, -1), "batches": schedule}))
-         .load(catalog.location(schema or "default", identifier))
-         .createOrReplaceTempView(view))
+        reader = spark.read.format(FORMAT)
+        if schedule:  # else a dimension table (config `dimensions`), not read by the stream
+            reader = reader.option("batchWatermarks", json.dumps({"after": after.get(name, -1), "batches": schedule}))
+        reader.load(catalog.location(schema or "default", identifier)).createOrReplaceTempView(view)
         bindings[name] = view
     return bindings
 

@@ -174,10 +174,13 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
                 "Run `dbt seed` / the upstream model first, or set the source's `meta: {location: ...}`.")
     previous = _check_state(model, plan, build, checkpoint, paths) or {}
 
-    bindings = {}
+    bindings, dimensions = {}, _dimensions(model, plan)
     for i, (name, path) in enumerate(paths.items()):
         view = f"__dss_{model.schema}_{model.identifier}_{i}"
-        spark.readStream.format(FORMAT).option("table", name).load(path).createOrReplaceTempView(view)
+        if name in dimensions:  # a table, read at its latest version when each micro-batch runs
+            spark.read.format(FORMAT).load(path).createOrReplaceTempView(view)
+        else:
+            spark.readStream.format(FORMAT).option("table", name).load(path).createOrReplaceTempView(view)
         bindings[name] = view
     try:
         df = spark.sql(plan.sql_for(bindings))
@@ -251,6 +254,18 @@ def _log_line(model: StreamingModel, r: StreamingAdapterResponse, paths: dict[st
     read = ", ".join(f"{n} v{a}..v{b}" for n, (a, b) in r.versions_read.items()) or "no new versions"
     return (f"{model.name}: read {r.rows_read} rows ({read}) in {r.batches} batches, wrote {r.rows_written} "
             f"rows, {r.late_rows} late rows dropped, watermark {r.watermark or 'none'}, {r.duration_s}s")
+
+
+def _dimensions(model: StreamingModel, plan) -> set[str]:
+    """The sources named in config `dimensions` (by model name or schema.identifier): joined as
+    tables, not streams (a stream-to-table enrichment join)."""
+    wanted = [str(d).lower() for d in model.config.get("dimensions") or []]
+    found = {s for s in plan.sources for w in wanted if w in (s, s.rpartition(".")[2])}
+    unknown = [w for w in wanted if not any(w in (s, s.rpartition(".")[2]) for s in plan.sources)]
+    if unknown:
+        raise config_error("dimensions", unknown, "names of relations the model's SQL reads: "
+                           + ", ".join(plan.sources))
+    return found
 
 
 def _check_state(model: StreamingModel, plan, target: str, checkpoint: str, paths: dict[str, str]) -> None:
