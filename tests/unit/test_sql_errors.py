@@ -11,6 +11,9 @@ SCHEMAS = {
 T = "TABLE analytics.bids, DESCRIPTOR(bidtime)"
 AGG = "SELECT window_start, window_end, COUNT(*) AS n FROM TABLE({}) GROUP BY window_start, window_end"
 
+TOPN = "SELECT * FROM (SELECT *, {f} OVER ({o}) AS rownum FROM {tvf}) WHERE {w}"
+TVF1 = f"TABLE(TUMBLE({T}, INTERVAL '1' MINUTE))"
+
 BAD = [
     # (sql, code, substring of str(e))
     ("SELECT FROM WHERE", "SSV101", "does not parse"),
@@ -71,6 +74,26 @@ BAD = [
      "SSV108", "not supported yet"),
     (f"SELECT * FROM TABLE(TUMBLE({T}, INTERVAL '1' MINUTE)) a JOIN "
      f"TABLE(TUMBLE({T}, INTERVAL '1' MINUTE)) b ON a.item = b.item", "SSV108", "not supported yet"),
+    # window Top-N: only ROW_NUMBER over the rows of a TUMBLE / HOP / CUMULATE, partitioned by both
+    # window bounds, in a subquery filtered by rownum <= N (or = 1); anything else stays SSV108
+    *[(TOPN.format(f=f, o=o, tvf=tvf, w=w), "SSV108", "only a window Top-N") for f, o, tvf, w in [
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum > 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum = 2"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum <= 0"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum <= price"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum <= 3 AND price > 1"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "item = 'A'"),
+        ("RANK()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum <= 3"),
+        ("SUM(price)", "PARTITION BY window_start, window_end", TVF1, "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start ORDER BY price", TVF1, "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end, window_time ORDER BY price", TVF1, "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end", TVF1, "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY window_end", TVF1, "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end, UPPER(item) ORDER BY price", TVF1, "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price", "analytics.bids", "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price",
+         f"TABLE(SESSION({T}, INTERVAL '1' MINUTE))", "rownum <= 3"),
+    ]],
     # CUMULATE
     (AGG.format(f"CUMULATE({T}, INTERVAL '1' MINUTE)"), "SSV102", "missing argument(s) SIZE"),
     (AGG.format(f"CUMULATE({T}, SIZE => INTERVAL '10' MINUTES)"), "SSV102", "missing argument(s) STEP"),
@@ -221,3 +244,13 @@ def test_session_rows_need_watermark_delay():
     assert info.value.code == "SSV105"
     compile_query(f"SELECT * FROM TABLE(CUMULATE({T}, INTERVAL '1' MINUTE, INTERVAL '10' MINUTES))",
                   schemas=SCHEMAS, watermark_delay=None)
+
+
+def test_window_topn_needs_watermark_delay():
+    sql = TOPN.format(f="ROW_NUMBER()", o="PARTITION BY window_start, window_end ORDER BY price", tvf=TVF1,
+                      w="rownum <= 3")
+    with pytest.raises(SqlError) as info:
+        compile_query(sql, schemas=SCHEMAS, watermark_delay=None)
+    assert info.value.code == "SSV105"
+    assert info.value.position == (1, sql.index("ROW_NUMBER") + 1)
+    assert compile_query(sql, schemas=SCHEMAS, watermark_delay=None, materialization="upsert_table").kind == "append"

@@ -463,3 +463,93 @@ def test_session_group_keys_may_be_qualified():
 def test_session_in_upsert_table():
     sql = f"SELECT item, COUNT(*) FROM {SES} GROUP BY item"
     assert compile_(sql, delay=None, materialization="upsert_table").kind == "updating"
+
+
+# Window Top-N / deduplication: ROW_NUMBER() over the rows of a window TVF, filtered by rownum.
+def topn(tvf=TUMBLE, partition="window_start, window_end", order="price DESC", where="rownum <= 3",
+         select="*", outer="*"):
+    return (f"SELECT {outer} FROM (SELECT {select}, ROW_NUMBER() OVER (PARTITION BY {partition} "
+            f"ORDER BY {order}) AS rownum FROM {tvf}) WHERE {where}")
+
+
+def cmp_(field, a_null, a_less):
+    """The comparator term of one ORDER BY key: a_null = its value when only __a is NULL,
+    a_less = its value when __a < __b (-1: __a first)."""
+    a, b = f"__a.{field}", f"__b.{field}"
+    return (f"NULLIF(CASE WHEN {a} IS NULL AND {b} IS NULL THEN 0 WHEN {a} IS NULL THEN {a_null} "
+            f"WHEN {b} IS NULL THEN {-a_null} WHEN {a} < {b} THEN {a_less} WHEN {a} > {b} THEN {-a_less} "
+            "ELSE 0 END, 0)")
+
+
+ROW = "bidtime AS bidtime, price AS price, item AS item"
+OUT = ("__r.bidtime AS bidtime, __r.price AS price, __r.item AS item, __w.start AS window_start, "
+       "__w.end AS window_end, __w.end - INTERVAL '1' MILLISECOND AS window_time, __i + 1 AS rownum")
+
+
+def test_window_topn_rewrite():
+    """FLIP-145 window Top-N: a window aggregate (GROUP BY __w and the partition keys) keeping
+    each group's first N rows in ROW_NUMBER order, unnested with rownum = position."""
+    plan = compile_(topn(partition="window_start, item, window_end"))
+    assert plan.spark_sql == norm(
+        f"SELECT * FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT({OUT}))) FROM ("
+        f"SELECT __w, SLICE(ARRAY_SORT(COLLECT_LIST(STRUCT(price AS __o0, {ROW})), "
+        f"(__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)), 1, 3) AS __top "
+        f"FROM {INNER} AS bids GROUP BY __w, item)) WHERE rownum <= 3")
+    assert plan.kind == "append"
+
+
+@pytest.mark.parametrize("order,terms", [
+    ("price DESC", [cmp_("__o0", 1, 1)]),  # Spark's ROW_NUMBER: DESC puts NULLs last
+    ("price", [cmp_("__o0", -1, -1)]),  # ASC: NULLs first
+    ("price DESC NULLS FIRST, bidtime ASC NULLS LAST", [cmp_("__o0", -1, 1), cmp_("__o1", 1, -1)]),
+])
+def test_window_topn_order(order, terms):
+    sql = compile_(topn(order=order)).spark_sql
+    assert f"(__a, __b) -> COALESCE({', '.join(terms)}, 0)" in sql
+
+
+@pytest.mark.parametrize("where,n", [("rownum <= 3", 3), ("rownum < 4", 3), ("3 >= rownum", 3),
+                                     ("4 > rownum", 3), ("rownum BETWEEN 1 AND 3", 3), ("(rownum <= 3)", 3),
+                                     ("rownum = 1", 1), ("1 = rownum", 1), ("rownum <= 1", 1), ("rownum < 2", 1)])
+def test_window_topn_limit_forms(where, n):
+    sql = compile_(topn(where=where)).spark_sql
+    assert f", 1, {n}) AS __top" in sql and sql.endswith(f"WHERE {norm('SELECT 1 WHERE ' + where)[15:]}")
+
+
+def test_window_dedup_explicit_columns_and_qualified_rownum():
+    plan = compile_(topn(select="item, price, window_end", order="bidtime DESC", where="t.rownum = 1",
+                         outer="item, rownum") .replace(") WHERE", ") AS t WHERE"))
+    assert plan.spark_sql.startswith(norm(
+        "SELECT item, rownum FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT(__r.item AS item, "
+        "__r.price AS price, __w.end AS window_end, __i + 1 AS rownum))) FROM (SELECT __w, "
+        f"SLICE(ARRAY_SORT(COLLECT_LIST(STRUCT(bidtime AS __o0, {ROW})), "
+        f"(__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)), 1, 1) AS __top FROM {INNER} AS bids GROUP BY __w)) AS t"))
+
+
+def test_window_topn_inner_where_is_kept():
+    sql = compile_(topn(select="*", order="price").replace(f"FROM {TUMBLE})", f"FROM {TUMBLE} WHERE price > 1)")).spark_sql
+    assert f"FROM {INNER} AS bids WHERE price > 1 GROUP BY __w)" in sql
+
+
+def test_window_topn_hop_and_cumulate():
+    hop = compile_(topn(tvf="TABLE(HOP(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, "
+                            "INTERVAL '10' MINUTES))")).spark_sql
+    assert "WINDOW(bidtime, '600 seconds', '300 seconds', '0 seconds') AS __w" in hop and "GROUP BY __w)" in hop
+    cum = compile_(topn(tvf="TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, "
+                            "INTERVAL '10' MINUTES))", partition="window_end, window_start, item")).spark_sql
+    assert "SELECT __w, __k, SLICE(" in cum and "GROUP BY __w, __k, item)" in cum
+    assert "__w.start + __k * INTERVAL '120' SECONDS AS window_end" in cum
+
+
+def test_window_topn_is_found_by_the_oracle():
+    """snapshot_equivalence: the Top-N aggregate groups by __w over the windowed input."""
+    plan = compile_(topn())
+    emitted = plan.emitted_sql({"analytics.bids": "b"}, 0)
+    assert "WHERE __w.end > __dss_late_wm) AS bids GROUP BY __w HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)" in emitted
+    assert len(plan.late_rows_sql({"analytics.bids": "b"})) == 1
+
+
+def test_window_topn_in_a_cte_and_in_upsert_table():
+    plan = compile_(f"WITH top AS ({topn()}) SELECT item, price FROM top")
+    assert "GROUP BY __w)) WHERE rownum <= 3) SELECT item, price FROM top" in plan.spark_sql
+    assert compile_(topn(), materialization="upsert_table").kind == "append"

@@ -361,3 +361,128 @@ def _check_session_keys(tvf: WindowTVF, group: exp.Group, sql: str) -> None:
         f"GROUP BY must list exactly those keys. Got: {shown}; Expected: {expected}",
         "List the same columns in SESSION(TABLE t PARTITION BY (...), ...) and in the GROUP BY "
         "(next to window_start and window_end).", position_of(others[0] if others else group, sql))
+
+
+@dataclass
+class WindowTopN:
+    """A window Top-N (FLIP-145 "Window TopN"; N = 1 is window deduplication)::
+
+        SELECT ... FROM (
+          SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end [, k ...]
+                                       ORDER BY ...) AS rownum
+          FROM TABLE(<TUMBLE | HOP | CUMULATE>(...))) WHERE rownum <= N
+
+    ``scope`` is the inner SELECT holding the TVF and the ROW_NUMBER; ``keys`` the PARTITION
+    BY keys besides the window bounds; ``limit`` the N of the outer filter (``rownum <= N``,
+    ``rownum < N + 1``, ``rownum = 1``, ``rownum BETWEEN 1 AND N``). The rewrite turns the
+    scope into a window aggregate keeping each group's first N rows (see rewrite.py).
+    """
+
+    scope: exp.Select
+    tvf: WindowTVF
+    window: exp.Window
+    keys: List[exp.Expr]
+    order: List[exp.Ordered]
+    limit: int
+    rownum: str
+
+
+def _int_literal(node: exp.Expr) -> Optional[int]:
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+        return int(node.this)
+    return None
+
+
+def _rownum_limit(where: Optional[exp.Where], rownum: str) -> Optional[int]:
+    """N of an outer ``WHERE rownum <= N`` (or ``< N + 1``, ``= 1``, ``BETWEEN 1 AND N``)."""
+    if where is None:
+        return None
+    cond = where.this
+    while isinstance(cond, exp.Paren):
+        cond = cond.this
+
+    def is_rownum(node: exp.Expr) -> bool:
+        return isinstance(node, exp.Column) and node.name.lower() == rownum.lower()
+
+    if isinstance(cond, exp.Between) and is_rownum(cond.this):
+        low, high = _int_literal(cond.args["low"]), _int_literal(cond.args["high"])
+        return high if low == 1 and high and high >= 1 else None
+    flipped = {exp.GTE: exp.LTE, exp.GT: exp.LT}
+    if not isinstance(cond, (exp.LTE, exp.LT, exp.EQ, exp.GTE, exp.GT)):
+        return None
+    left, right, kind = cond.this, cond.expression, type(cond)
+    if not is_rownum(left):
+        if kind not in flipped and kind is not exp.EQ:
+            return None
+        left, right, kind = right, left, flipped.get(kind, kind)
+    if not is_rownum(left):
+        return None
+    n = _int_literal(right)
+    if n is None:
+        return None
+    if kind is exp.LTE and n >= 1:
+        return n
+    if kind is exp.LT and n >= 2:
+        return n - 1
+    if kind is exp.EQ and n == 1:
+        return 1
+    return None
+
+
+def _window_topn(window: exp.Window) -> Optional[WindowTopN]:
+    """The WindowTopN that ``window`` (an OVER clause) is part of, or None if not that shape."""
+    alias = window.parent
+    if not isinstance(window.this, exp.RowNumber) or window.args.get("spec") is not None:
+        return None
+    if not isinstance(alias, exp.Alias) or not alias.alias:
+        return None
+    scope = alias.parent
+    if not isinstance(scope, exp.Select) or alias not in scope.expressions:
+        return None
+    frm = scope.args.get("from_")
+    tvf = frm.this if frm is not None else None
+    if not isinstance(tvf, WindowTVF) or tvf.function == "SESSION":
+        return None
+    if any(scope.args.get(a) for a in ("joins", "group", "having", "distinct", "order", "limit",
+                                       "qualify", "windows", "with_")):
+        return None
+    for node in own_nodes(scope, "expressions", "where"):
+        if node is window or node is alias:
+            continue
+        if isinstance(node, (exp.Window, exp.AggFunc, exp.Query, exp.Subquery)):
+            return None
+    for proj in scope.expressions:
+        if proj is not alias and not isinstance(proj, (exp.Star, exp.Column)):
+            return None
+    if scope.args.get("where") and any(window_key(n, tvf) for n in scope.args["where"].walk()):
+        return None
+    keys = [k for k in window.args.get("partition_by") or [] if window_key(k, tvf) is None]
+    bounds = {window_key(k, tvf) for k in window.args.get("partition_by") or []}
+    if not {"window_start", "window_end"} <= bounds or "window_time" in bounds:
+        return None
+    if not all(isinstance(k, exp.Column) for k in keys):
+        return None
+    order = list((window.args.get("order") or exp.Order()).expressions)
+    if not order or any(
+            not isinstance(o, exp.Ordered) or any(window_key(n, tvf) for n in o.walk())
+            or any(isinstance(n, (exp.AggFunc, exp.Window, exp.Query)) for n in o.walk())
+            for o in order):
+        return None
+    sub = scope.parent
+    outer = sub.parent.parent if isinstance(sub, exp.Subquery) and isinstance(sub.parent, exp.From) else None
+    if not isinstance(outer, exp.Select):
+        return None
+    limit = _rownum_limit(outer.args.get("where"), alias.alias)
+    if limit is None:
+        return None
+    return WindowTopN(scope, tvf, window, keys, order, limit, alias.alias)
+
+
+def window_topns(tree: exp.Expr) -> List[WindowTopN]:
+    """Every window Top-N / deduplication of ``tree`` (see WindowTopN)."""
+    found = []
+    for window in tree.find_all(exp.Window):
+        topn = _window_topn(window)
+        if topn is not None:
+            found.append(topn)
+    return found

@@ -11,7 +11,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from . import oracle
-from .analysis import WindowSpec, analyse_tvf, classify, position_of, table_key
+from .analysis import WindowSpec, analyse_tvf, classify, position_of, table_key, window_topns
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .intervals import parse_duration
@@ -129,7 +129,7 @@ def _normalize_sources(tree: exp.Expr) -> Tuple[str, ...]:
     return tuple(seen)
 
 
-def _check_unsupported(tree: exp.Expr, sql: str) -> None:
+def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()) -> None:
     for arg, label in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
         node = tree.args.get(arg)
         if node is not None:
@@ -139,11 +139,15 @@ def _check_unsupported(tree: exp.Expr, sql: str) -> None:
                 "sorted or truncated", f"Remove the {label}; order or limit when querying the "
                 "model's output.", position_of(node, sql))
     for node in tree.find_all(exp.Window):
+        if id(node) in allowed:
+            continue
         raise SqlError(
             "SSV108", "window functions (OVER ...) are not supported yet",
-            "Spark structured streaming cannot evaluate OVER clauses on streams",
+            "Spark structured streaming cannot evaluate OVER clauses on streams; only a window "
+            "Top-N is (ROW_NUMBER() OVER (PARTITION BY window_start, window_end [, keys] ORDER BY "
+            "...) AS rownum over a TUMBLE, HOP or CUMULATE TVF in a subquery filtered by rownum <= N)",
             "Use a window TVF aggregate (TABLE(TUMBLE(...)) grouped by window_start, "
-            "window_end) or compute it in a batch model.", position_of(node, sql))
+            "window_end), a window Top-N, or compute it in a batch model.", position_of(node, sql))
 
 
 def parse_watermark_delay(value: Optional[str]) -> Optional[int]:
@@ -176,7 +180,8 @@ def compile_query(
     """
     delay_us = parse_watermark_delay(watermark_delay)
     tree = _parse(sql)
-    _check_unsupported(tree, sql)
+    topns = window_topns(tree)
+    _check_unsupported(tree, sql, {id(t.window) for t in topns})
     tvfs = list(tree.find_all(WindowTVF))
     tvfs.sort(key=lambda t: t.this.meta.get("start", 0))
     specs = [analyse_tvf(tvf, sql, schemas) for tvf in tvfs]
@@ -189,15 +194,16 @@ def compile_query(
                 "cannot hold", why + "; a streaming_view only appends rows that never change",
                 "Use materialized='upsert_table' for updating results, or aggregate over a "
                 "window TVF grouped by window_start and window_end.", position_of(node, sql))
-        if cls.aggregating and delay_us is None:
+        if (cls.aggregating or topns) and delay_us is None:
             raise SqlError(
                 "SSV105", "window aggregate without a watermark delay",
                 "a streaming_view emits each window once, when the watermark passes the window's "
                 "end, so it needs to know how late rows may arrive",
                 "Set watermark_delay in the model config (e.g. watermark_delay='1 minute').",
-                position_of(next(iter(cls.window_aggregates.values()), tree).args.get("group"), sql))
+                position_of(next(iter(cls.window_aggregates.values()), tree).args.get("group")
+                            or (topns[0].window if topns else None), sql))
     sources = _normalize_sources(tree)
-    rewrite_tvfs(tvfs, specs, cls.window_aggregates, schemas, delay_us)
+    rewrite_tvfs(tvfs, specs, cls.window_aggregates, schemas, delay_us, {id(t.tvf): t for t in topns})
     spark_sql = _generate(tree)
     return QueryPlan(
         spark_sql=spark_sql,

@@ -6,7 +6,7 @@ from typing import Dict, List, Mapping, Optional
 
 from sqlglot import exp
 
-from .analysis import WindowSpec, own_nodes, tvf_alias, tvf_data, window_key
+from .analysis import WindowSpec, WindowTopN, own_nodes, tvf_alias, tvf_data, window_key
 from .dialect import WatermarkedTable, WindowTVF
 from .intervals import duration_string, interval_literal
 
@@ -14,6 +14,8 @@ WINDOW_STRUCT = "__w"  # the Spark window struct; its `end` is what the watermar
 STEP_INDEX = "__k"  # CUMULATE: window_end = __w.start + __k * step, for __k in 1..size/step
 SESSION_KEY = "__p"  # SESSION without PARTITION BY: a constant group key (see _group_keys)
 SESSION_ROWS = "__rows"  # SESSION rows: the input rows of one session, collected
+TOP_ROWS = "__top"  # window Top-N: the first N rows of one group, in ROW_NUMBER order
+ORDER_FIELD = "__o"  # window Top-N: the ORDER BY values of a collected row (__o0, __o1, ...)
 
 
 def _window_struct() -> exp.Column:
@@ -167,12 +169,86 @@ def _projection_table(inner: exp.Select, columns: List[str], spec: WindowSpec) -
     return exp.Select(expressions=projections + _window_columns(spec)).from_(exp.Subquery(this=sessions))
 
 
+def _compare(ordered: exp.Ordered, i: int) -> exp.Expr:
+    """Comparator term of ORDER BY key ``i`` for array_sort: <0, 0, >0 as ROW_NUMBER orders
+    (ASC / DESC, NULLS FIRST / LAST as written, else Spark's default: NULLs smallest)."""
+    left = exp.Dot(this=exp.column("__a"), expression=exp.to_identifier(f"{ORDER_FIELD}{i}"))
+    right = exp.Dot(this=exp.column("__b"), expression=exp.to_identifier(f"{ORDER_FIELD}{i}"))
+    first = -1 if ordered.args.get("nulls_first") else 1
+    up = -1 if ordered.args.get("desc") else 1
+    num = exp.Literal.number
+    def neg(n: int) -> exp.Expr:
+        return num(n) if n >= 0 else exp.Neg(this=num(-n))
+    return exp.Case(ifs=[
+        exp.If(this=exp.and_(exp.Is(this=left.copy(), expression=exp.Null()),
+                             exp.Is(this=right.copy(), expression=exp.Null())), true=num(0)),
+        exp.If(this=exp.Is(this=left.copy(), expression=exp.Null()), true=neg(first)),
+        exp.If(this=exp.Is(this=right.copy(), expression=exp.Null()), true=neg(-first)),
+        exp.If(this=exp.LT(this=left.copy(), expression=right.copy()), true=neg(-up)),
+        exp.If(this=exp.GT(this=left.copy(), expression=right.copy()), true=neg(up)),
+    ], default=num(0))
+
+
+def _topn_query(topn: WindowTopN, inner: exp.Select, alias: exp.TableAlias, columns: List[str],
+                spec: WindowSpec) -> exp.Select:
+    """A window Top-N as a window aggregate (grouping by ``__w``, so the watermark closes it)::
+
+        SELECT inline(transform(__top, (__r, __i) -> struct(__r.c AS c, ..., <window_*>, __i + 1 AS rownum)))
+        FROM (SELECT __w [, __k], slice(array_sort(collect_list(struct(<order keys> AS __o0, ...,
+                     <input columns>)), <comparator>), 1, N) AS __top
+              FROM (<windowed input>) AS t [WHERE ...] GROUP BY __w [, __k], <partition keys>)
+
+    exposing the columns the Top-N subquery exposed (``*`` = input columns and window_start,
+    window_end, window_time), with ``rownum`` = the row's position in its group.
+    """
+    fields: List[exp.Expr] = [exp.alias_(o.this.copy(), f"{ORDER_FIELD}{i}") for i, o in enumerate(topn.order)]
+    fields += [exp.alias_(exp.column(exp.to_identifier(c)), exp.to_identifier(c)) for c in columns]
+    collected = exp.Anonymous(this="collect_list", expressions=[exp.Struct(expressions=fields)])
+    terms: List[exp.Expr] = [exp.Anonymous(this="nullif", expressions=[_compare(o, i), exp.Literal.number(0)])
+                             for i, o in enumerate(topn.order)]
+    comparator = exp.Lambda(this=exp.Coalesce(this=terms[0], expressions=terms[1:] + [exp.Literal.number(0)]),
+                            expressions=[exp.to_identifier("__a"), exp.to_identifier("__b")])
+    top = exp.Anonymous(this="slice", expressions=[
+        exp.Anonymous(this="array_sort", expressions=[collected, comparator]),
+        exp.Literal.number(1), exp.Literal.number(topn.limit)])
+    aggregate = exp.Select(expressions=[*_group_keys(spec), exp.alias_(top, TOP_ROWS)]).from_(
+        exp.Subquery(this=inner, alias=alias))
+    if topn.scope.args.get("where") is not None:
+        aggregate.set("where", topn.scope.args["where"].copy())
+    aggregate = aggregate.group_by(*_group_keys(spec), *[k.copy() for k in topn.keys])
+
+    lower = {c.lower(): c for c in columns}
+    out: List[exp.Expr] = []
+    for proj in topn.scope.expressions:
+        if isinstance(proj, exp.Star):
+            out += [exp.alias_(exp.Dot(this=exp.column("__r"), expression=exp.to_identifier(c)),
+                               exp.to_identifier(c)) for c in columns]
+            out += [exp.alias_(window_expression(n, spec), n) for n in ("window_start", "window_end", "window_time")]
+        elif isinstance(proj, exp.Column):
+            key = window_key(proj, topn.tvf)
+            if key is not None:
+                out.append(exp.alias_(window_expression(key, spec), proj.name))
+            else:
+                name = lower.get(proj.name.lower(), proj.name)
+                out.append(exp.alias_(exp.Dot(this=exp.column("__r"), expression=exp.to_identifier(name)),
+                                      exp.to_identifier(proj.name)))
+        else:  # the ROW_NUMBER() alias
+            out.append(exp.alias_(exp.Add(this=exp.column("__i"), expression=exp.Literal.number(1)),
+                                  exp.to_identifier(topn.rownum)))
+    rows = exp.Anonymous(this="transform", expressions=[
+        exp.column(TOP_ROWS),
+        exp.Lambda(this=exp.Struct(expressions=out), expressions=[exp.to_identifier("__r"), exp.to_identifier("__i")])])
+    return exp.Select(expressions=[exp.Anonymous(this="inline", expressions=[rows])]).from_(
+        exp.Subquery(this=aggregate))
+
+
 def rewrite_tvfs(
     tvfs: List[WindowTVF],
     specs: List[WindowSpec],
     window_aggregates: Dict[int, exp.Select],
     schemas: Mapping[str, Mapping[str, str]],
     delay_us: Optional[int],
+    topns: Optional[Dict[int, WindowTopN]] = None,
 ) -> None:
     """Replace every window TVF in place by its Spark derived table."""
     for tvf, spec in zip(tvfs, specs):
@@ -181,6 +257,10 @@ def rewrite_tvfs(
         inner = _windowed_input(spec, table, delay_us)
         alias = exp.TableAlias(this=exp.to_identifier(tvf_alias(tvf)))
         scope = window_aggregates.get(id(tvf))
+        topn = (topns or {}).get(id(tvf))
+        if topn is not None:
+            topn.scope.replace(_topn_query(topn, inner, alias, list(schemas[spec.source]), spec))
+            continue
         if scope is not None:
             _replace_window_refs(scope, tvf, spec)
             derived = exp.Subquery(this=inner, alias=alias)
