@@ -142,7 +142,8 @@ GROUP BY window_start, window_end, k HAVING COUNT(*) > 1
 """,
     "hop_float": """
 {{ config(materialized='streaming_view', watermark_delay='90 seconds') }}
-SELECT window_start, window_end, window_time, AVG(price) AS avg_price, SUM(price) AS total
+SELECT window_start, window_end, window_time, AVG(price) AS avg_price, SUM(price) AS total,
+       COUNT(DISTINCT k) AS keys
 FROM TABLE(HOP(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts), INTERVAL '2' MINUTES, INTERVAL '6' MINUTES))
 GROUP BY window_start, window_end
 """,

@@ -85,6 +85,8 @@ class TestFullRefreshCrashSafety(Base):
             fh.write(CHANGED)
         _, out = run_dbt_and_capture(["run"], expect_pass=False)
         assert "SSR301" in out  # a changed query over old state needs --full-refresh
+        assert ("(- SELECT window_start, window_end, SUM(price) AS total / "
+                "+ SELECT window_start, window_end, SUM(price) AS total, COUNT(*) AS n)") in out
 
         # Crash while the new table is being built, then once it is built but not swapped in:
         # the old table is still there, unchanged.

@@ -254,3 +254,20 @@ def test_window_topn_matches_spark_row_number(spark, tvf):
             f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER ({over}) AS rownum FROM ({rows_sql})) WHERE rownum <= {n}"
         ).collect())
         assert got == expected and len(got) > 0, (order, partition)
+
+
+def test_count_distinct_equals_sparks(spark):
+    """COUNT(DISTINCT x), rewritten to SIZE(COLLECT_SET(x)), counts what Spark's own does,
+    NULLs included (ignored) and groups of only NULLs (0)."""
+    rng = random.Random(5)
+    epoch = dt.datetime(2020, 1, 1)
+    data = [(epoch + dt.timedelta(seconds=rng.randrange(3600)), rng.choice(["a", "b", "c", None]))
+            for _ in range(300)] + [(epoch + dt.timedelta(hours=2), None)]
+    spark.createDataFrame(data, "ts timestamp, k string").createOrReplaceTempView("cd")
+    plan = compile_query("SELECT window_start, COUNT(DISTINCT k) AS n FROM TABLE(TUMBLE(TABLE cd, DESCRIPTOR(ts), "
+                         "INTERVAL '5' MINUTES)) GROUP BY window_start, window_end",
+                         schemas={"cd": {"ts": "timestamp", "k": "string"}}, watermark_delay="1 minute")
+    got = sorted(tuple(r) for r in spark.sql(plan.sql_for({"cd": "cd"})).collect())
+    expected = sorted(tuple(r) for r in spark.sql(
+        "SELECT window(ts, '5 minutes').start, COUNT(DISTINCT k) FROM cd GROUP BY window(ts, '5 minutes')").collect())
+    assert got == expected and (epoch + dt.timedelta(hours=2), 0) in got

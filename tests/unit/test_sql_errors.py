@@ -61,8 +61,10 @@ BAD = [
     (f"WITH w AS (SELECT * FROM TABLE(TUMBLE({T}, INTERVAL '1' MINUTE))) "
      "SELECT window_start, window_end, COUNT(*) FROM w GROUP BY window_start, window_end",
      "SSV106", "directly in this SELECT's FROM"),
-    (f"SELECT window_start, window_end, COUNT(DISTINCT item) FROM TABLE(TUMBLE({T}, "
+    (f"SELECT window_start, window_end, COUNT(DISTINCT item, price) FROM TABLE(TUMBLE({T}, "
      "INTERVAL '1' MINUTE)) GROUP BY window_start, window_end", "SSV108", "approx_count_distinct"),
+    (f"SELECT window_start, window_end, SUM(DISTINCT price) FROM TABLE(TUMBLE({T}, "
+     "INTERVAL '1' MINUTE)) GROUP BY window_start, window_end", "SSV108", "COUNT(DISTINCT x)"),
     ("SELECT FROM WHERE", "SSV101", "'WHERE'"),
     (f"SELECT window_start, COUNT(*) FROM TABLE(TUMBLE({T}, INTERVAL '1' MINUTE)) GROUP BY window_start",
      "SSV107", "window_end"),

@@ -32,6 +32,13 @@ def compile_(sql, delay="1 minute", materialization="streaming_view"):
 
 REWRITES = [
     pytest.param(
+        f"SELECT window_start, window_end, COUNT(DISTINCT item) AS items FROM {TUMBLE} "
+        "GROUP BY window_start, window_end",
+        "SELECT __w.start AS window_start, __w.end AS window_end, SIZE(COLLECT_SET(item)) AS items "
+        f"FROM {INNER} AS bids GROUP BY __w",
+        id="count-distinct-as-collect-set",
+    ),
+    pytest.param(
         f"""SELECT window_start, window_end, item, SUM(price) AS total, COUNT(*) AS bids
         FROM {TUMBLE}
         GROUP BY window_start, window_end, item""",

@@ -25,7 +25,7 @@ from ..delta.source import FORMAT, added_files, latest_version
 from ..errors import StreamingError, config_error
 from .catalog import Catalog, is_delta
 from . import lifecycle
-from .equivalence import late_rows, save_query
+from .equivalence import late_rows, query_file, save_query
 
 logger = AdapterLogger("SparkStreaming")
 
@@ -268,6 +268,23 @@ def _dimensions(model: StreamingModel, plan) -> set[str]:
     return found
 
 
+def _query_change(target: str, fingerprint: str, sql: str) -> str:
+    """' (- old line / + new line ...)': the model SQL lines that changed, if the old query is recorded."""
+    import difflib
+
+    try:
+        with open(query_file(target, fingerprint)) as fh:
+            old = json.load(fh)["sql"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    lines = [line[0] + " " + " ".join(line[1:].split()) for line in
+             difflib.unified_diff(old.strip().splitlines(), sql.strip().splitlines(), n=0, lineterm="")
+             if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()]
+    if not lines:
+        return ""
+    return " (" + " / ".join(lines[:4]) + (" / ..." if len(lines) > 4 else "") + ")"
+
+
 def _check_state(model: StreamingModel, plan, target: str, checkpoint: str, paths: dict[str, str]) -> None:
     """Refuse, before any stream starts: a changed query over old state, a table whose
     checkpoint is gone, a source that is no longer append-only since the last commit.
@@ -275,7 +292,8 @@ def _check_state(model: StreamingModel, plan, target: str, checkpoint: str, path
     previous = last_metadata(target)
     if previous and previous.get("fingerprint") != plan.fingerprint:
         raise StreamingError(
-            "SSR301", f"the query of {model.name} changed since its table was built",
+            "SSR301", f"the query of {model.name} changed since its table was built"
+            + _query_change(target, previous["fingerprint"], model.sql),
             "its checkpoint holds state of the old query, and reusing it could silently miscount",
             "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild it from the sources' full history.")
     if previous and previous.get("batch_id") is not None and not os.path.isdir(os.path.join(checkpoint, "offsets")):

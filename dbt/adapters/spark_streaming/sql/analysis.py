@@ -293,9 +293,10 @@ def classify(tree: exp.Expr, tvfs: List[WindowTVF], sql: str) -> Classification:
         for node in own_nodes(select, "expressions", "having"):
             if isinstance(node, exp.AggFunc) and isinstance(node.this, exp.Distinct):
                 raise SqlError(
-                    "SSV108", "DISTINCT aggregates are not supported yet",
-                    "Spark structured streaming cannot compute exact distinct aggregates",
-                    "Use approx_count_distinct(...) or deduplicate in an upstream model.",
+                    "SSV108", "DISTINCT aggregates other than COUNT(DISTINCT <one expression>) are "
+                    "not supported yet", "Spark structured streaming cannot compute exact distinct "
+                    "aggregates; COUNT(DISTINCT x) is rewritten to SIZE(COLLECT_SET(x))",
+                    "Deduplicate in an upstream model, or use COUNT(DISTINCT x) / approx_count_distinct(x).",
                     position_of(node, sql))
         aggregating = True
         group = select.args.get("group")

@@ -15,7 +15,7 @@ from .analysis import WindowSpec, analyse_tvf, classify, position_of, table_key,
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .intervals import parse_duration
-from .rewrite import rewrite_tvfs
+from .rewrite import rewrite_distinct_counts, rewrite_tvfs
 
 STREAMING_VIEW = "streaming_view"
 UPSERT_TABLE = "upsert_table"
@@ -182,6 +182,7 @@ def compile_query(
     tree = _parse(sql)
     topns = window_topns(tree)
     _check_unsupported(tree, sql, {id(t.window) for t in topns})
+    rewrite_distinct_counts(tree)
     tvfs = list(tree.find_all(WindowTVF))
     tvfs.sort(key=lambda t: t.this.meta.get("start", 0))
     specs = [analyse_tvf(tvf, sql, schemas) for tvf in tvfs]

@@ -242,6 +242,18 @@ def _topn_query(topn: WindowTopN, inner: exp.Select, alias: exp.TableAlias, colu
         exp.Subquery(this=aggregate))
 
 
+def rewrite_distinct_counts(tree: exp.Expr) -> None:
+    """COUNT(DISTINCT x) becomes SIZE(COLLECT_SET(x)), in place: the same value (both ignore
+    NULLs), and Spark streaming aggregates collect_set but refuses distinct aggregates. The
+    set lives in the aggregate's state until its window closes. Other DISTINCT aggregates
+    are left for classify() to refuse."""
+    for count in list(tree.find_all(exp.Count)):
+        distinct = count.this
+        if isinstance(distinct, exp.Distinct) and len(distinct.expressions) == 1:
+            values = exp.Anonymous(this="collect_set", expressions=[distinct.expressions[0].copy()])
+            count.replace(exp.Anonymous(this="size", expressions=[values]))
+
+
 def rewrite_tvfs(
     tvfs: List[WindowTVF],
     specs: List[WindowSpec],
