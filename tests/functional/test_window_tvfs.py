@@ -90,21 +90,29 @@ class TestCumulateAndSession:
                 **{f"{name}.sql": CONFIG + sql for name, (sql, _) in MODELS.items()}}
 
     def test_stream_equals_batch_on_closed_windows(self, project):
-        source, schema = table_path(project, "ev"), project.test_schema
-        emitted = {name: [] for name in MODELS}
-        for events in appends():
-            append(source, events)
-            results = run_dbt(["run"])
-            get_spark().createDataFrame(DeltaTable(source).to_pyarrow_table()).createOrReplaceTempView("window_tvfs_ev")
-            assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {n: 0 for n in MODELS}
-            for name, (sql, closed) in MODELS.items():
-                path = table_path(project, name)
-                watermark = datetime.fromtimestamp(commits(path)[-1]["watermark_ms"] / 1000, timezone.utc)
-                everything = batch_rows(schema, sql)
-                expected = [r for r in everything if closed(r, watermark)]
-                assert rows(path) == expected, name
-                emitted[name].append((len(expected), len(everything)))
-            assert len(run_dbt(["test"])) == len(MODELS)
-        # Every model emitted new rows in every run; the window aggregates leave windows open.
-        assert all(0 < a[0] < b[0] < c[0] for a, b, c in emitted.values()), emitted
-        assert all(n[-1][0] < n[-1][1] for n in emitted.values()), emitted
+        check_runs(project, MODELS, seed=7)
+
+
+def check_runs(project, models: dict, seed: int) -> dict:
+    """Append `appends(seed)` version by version with `dbt run` after each; after every run,
+    each model's table equals its batch result on the closed windows (`models[name][1]`), no
+    row is late, and snapshot_equivalence passes. Checks that every model emitted new rows in
+    every run and still has open windows; returns the tables' rows by model."""
+    source, schema = table_path(project, "ev"), project.test_schema
+    emitted = {name: [] for name in models}
+    for events in appends(seed):
+        append(source, events)
+        results = run_dbt(["run"])
+        get_spark().createDataFrame(DeltaTable(source).to_pyarrow_table()).createOrReplaceTempView("window_tvfs_ev")
+        assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {n: 0 for n in models}
+        for name, (sql, closed) in models.items():
+            path = table_path(project, name)
+            watermark = datetime.fromtimestamp(commits(path)[-1]["watermark_ms"] / 1000, timezone.utc)
+            everything = batch_rows(schema, sql)
+            expected = [r for r in everything if closed(r, watermark)]
+            assert rows(path) == expected, name
+            emitted[name].append((len(expected), len(everything)))
+        assert len(run_dbt(["test"])) == len(models)
+    assert all(0 < a[0] < b[0] < c[0] for a, b, c in emitted.values()), emitted
+    assert all(n[-1][0] < n[-1][1] for n in emitted.values()), emitted
+    return {name: rows(table_path(project, name)) for name in models}
