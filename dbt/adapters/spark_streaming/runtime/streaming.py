@@ -21,6 +21,7 @@ from dbt.adapters.events.logging import AdapterLogger
 from .. import sql as sqlfront
 from ..delta import types
 from ..delta.sink import BatchCommitter, create_table, last_metadata
+from ..delta.upsert import UpsertCommitter, create_changelog
 from ..delta.source import FORMAT, added_files, latest_version
 from ..errors import StreamingError, config_error
 from .catalog import Catalog, is_delta
@@ -30,6 +31,7 @@ from .equivalence import late_rows, query_file, save_query
 logger = AdapterLogger("SparkStreaming")
 
 TRIGGERS = ("available_now",)
+UPSERT_TABLE = "upsert_table"
 
 
 @dataclass
@@ -141,16 +143,43 @@ def _query_id(checkpoint: str) -> str:
         return json.load(fh)["id"]
 
 
+def _unique_key(config: Mapping[str, Any]) -> list[str] | None:
+    key = config.get("unique_key")
+    if key is None or key == []:
+        return None
+    keys = [key] if isinstance(key, str) else key
+    if not isinstance(keys, (list, tuple)) or not all(isinstance(k, str) and k for k in keys):
+        raise config_error("unique_key", key, "a column name or a list of column names")
+    return list(keys)
+
+
+def _emit_early(config: Mapping[str, Any], materialization: str) -> bool:
+    emit = config.get("emit")
+    if emit is None or emit == "final":
+        return False
+    if materialization == UPSERT_TABLE and isinstance(emit, Mapping) and set(emit) <= {"early", "update_every"} \
+            and isinstance(emit.get("early", False), bool):
+        return emit.get("early", False)
+    raise config_error("emit", emit, "'final' or {early: true, update_every: '<interval>'} (upsert_table only)")
+
+
+def compile_model(catalog: Catalog, model: StreamingModel):
+    """The model's QueryPlan (sql/), with SQL errors raised as StreamingError."""
+    try:
+        return sqlfront.compile_query(model.sql, schemas=_Schemas(catalog),
+                                      watermark_delay=model.config.get("watermark_delay"),
+                                      materialization=model.materialization,
+                                      unique_key=_unique_key(model.config),
+                                      emit_early=_emit_early(model.config, model.materialization))
+    except sqlfront.SqlError as exc:
+        raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None
+
+
 def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> StreamingAdapterResponse:
     """Bring `model`'s Delta table up to date with its sources (available-now trigger)."""
     started = time.time()
     _trigger(model.config)
-    try:
-        plan = sqlfront.compile_query(model.sql, schemas=_Schemas(catalog),
-                                      watermark_delay=model.config.get("watermark_delay"),
-                                      materialization=model.materialization)
-    except sqlfront.SqlError as exc:
-        raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None
+    plan = compile_model(catalog, model)
     with lifecycle.model_lock(catalog.warehouse, model.name):
         return _run(spark, catalog, model, plan, started)
 
@@ -172,9 +201,10 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
             raise StreamingError(
                 "SSR302", f"source {name} of {model.name} has no Delta table", f"nothing at {paths[name]}",
                 "Run `dbt seed` / the upstream model first, or set the source's `meta: {location: ...}`.")
-    previous = _check_state(model, plan, build, checkpoint, paths) or {}
+    dimensions = _dimensions(model, plan)
+    previous = _check_state(model, plan, build, checkpoint, {n: p for n, p in paths.items() if n not in dimensions}) or {}
 
-    bindings, dimensions = {}, _dimensions(model, plan)
+    bindings = {}
     for i, (name, path) in enumerate(paths.items()):
         view = f"__dss_{model.schema}_{model.identifier}_{i}"
         if name in dimensions:  # a table, read at its latest version when each micro-batch runs
@@ -189,33 +219,41 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
                              str(exc).splitlines()[0], "Fix the model SQL; nothing was started or written.") from None
 
     save_query(build, plan, model.sql, dict(model.config), model.materialization)  # for snapshot_equivalence
-    columns = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+    keep = plan.upsert.keep_column if plan.upsert else None
+    columns = [(f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != keep]
     arrow_schema = types.arrow_schema(columns)
+    keys = _key_columns(model, plan, [c for c, _ in columns])
     base_meta = {"fingerprint": plan.fingerprint, "model": model.name, "materialization": model.materialization}
     written = {"rows": 0, "commits": 0, "replayed": 0}
     run_batches: list[dict] = []  # sources and watermark of each batch committed by this run
-    committer: list[BatchCommitter] = []
+    committer: list[BatchCommitter | UpsertCommitter] = []
+
+    def create() -> None:
+        create_table(build, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
+        if keys:
+            create_changelog(build, arrow_schema)
 
     def sink(batch_df, batch_id: int) -> None:
         if not is_delta(build):
-            create_table(build, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
+            create()
         if not committer:
-            committer.append(BatchCommitter(build, f"dbt-spark-streaming-{_query_id(checkpoint)}", arrow_schema))
+            app_id = f"dbt-spark-streaming-{_query_id(checkpoint)}"
+            committer.append(UpsertCommitter(build, app_id, arrow_schema, keys, keep) if keys
+                             else BatchCommitter(build, app_id, arrow_schema))
         if committer[0].committed(batch_id):
             # Replay of a batch already in Delta: Spark (4.2+) still needs the plan executed.
             batch_df.write.format("noop").mode("overwrite").save()
             written["replayed"] += 1
             return
         versions, watermark_ms = _read_offsets(checkpoint, batch_id)
-        table = batch_df.toArrow()
-        committer[0].commit(table, batch_id, {**base_meta, "batch_id": batch_id, "sources": versions,
-                                              "watermark_ms": watermark_ms, "watermark": _iso(watermark_ms)})
-        written["rows"] += table.num_rows
+        written["rows"] += committer[0].commit(
+            batch_df.toArrow(), batch_id, {**base_meta, "batch_id": batch_id, "sources": versions,
+                                           "watermark_ms": watermark_ms, "watermark": _iso(watermark_ms)})
         written["commits"] += 1
         run_batches.append({"sources": versions, "watermark_ms": watermark_ms})
 
     query = (df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
-             .outputMode("append").foreachBatch(sink).trigger(availableNow=True)
+             .outputMode(plan.output_mode).foreachBatch(sink).trigger(availableNow=True)
              .option("checkpointLocation", checkpoint).start())
     try:
         query.awaitTermination()
@@ -226,10 +264,12 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
                              "batch, nothing is lost or duplicated.") from None
     if model.full_refresh:
         if not is_delta(build):  # no source rows at all: the rebuilt table is empty
-            create_table(build, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
+            create()
         lifecycle.swap_in(catalog.warehouse, model.name, build, target)
         logger.info(f"{model.name}: --full-refresh rebuilt the table from the sources' full history")
     catalog.bind(model.schema, model.identifier)
+    if keys:
+        catalog.bind_changelog(model.schema, model.identifier)
 
     rows, versions, late, watermark = _summarise(query.recentProgress)
     if late:
@@ -252,8 +292,22 @@ def _log_line(model: StreamingModel, r: StreamingAdapterResponse, paths: dict[st
         at = ", ".join(f"{n} at v{latest_version(p)}" for n, p in paths.items())
         return f"{model.name}: no new data ({at}); nothing committed"
     read = ", ".join(f"{n} v{a}..v{b}" for n, (a, b) in r.versions_read.items()) or "no new versions"
-    return (f"{model.name}: read {r.rows_read} rows ({read}) in {r.batches} batches, wrote {r.rows_written} "
-            f"rows, {r.late_rows} late rows dropped, watermark {r.watermark or 'none'}, {r.duration_s}s")
+    wrote = (f"{r.rows_written} changes (changelog)" if model.materialization == UPSERT_TABLE
+             else f"{r.rows_written} rows")
+    return (f"{model.name}: read {r.rows_read} rows ({read}) in {r.batches} batches, wrote {wrote}, "
+            f"{r.late_rows} late rows dropped, watermark {r.watermark or 'none'}, {r.duration_s}s")
+
+
+def _key_columns(model: StreamingModel, plan, columns: list[str]) -> list[str]:
+    """The upsert table's key columns, as named in the result ([] for a streaming_view)."""
+    if plan.upsert is None:
+        return []
+    by_name = {c.lower(): c for c in columns}
+    missing = [k for k in plan.upsert.unique_key if k.lower() not in by_name]
+    if missing:
+        raise config_error("unique_key", list(plan.upsert.unique_key),
+                           "columns of the model's result: " + ", ".join(columns))
+    return [by_name[k.lower()] for k in plan.upsert.unique_key]
 
 
 def _dimensions(model: StreamingModel, plan) -> set[str]:
@@ -301,6 +355,15 @@ def _check_state(model: StreamingModel, plan, target: str, checkpoint: str, path
             "SSR305", f"the checkpoint of {model.name} is missing ({checkpoint})",
             "without it the stream would reprocess every source version and duplicate rows",
             "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild the table.")
+    for name, path in paths.items():
+        upstream = last_metadata(path) or {}
+        if upstream.get("materialization") == UPSERT_TABLE:
+            raise StreamingError(
+                "SSR308", f"{model.name} reads the upsert_table {name} as a stream",
+                f"{name} updates and deletes rows, and this model's operations cannot consume "
+                "retractions", f"Read its changelog {name}_changelog (append-only: one row per change, "
+                f"with `_op`), list {name} in config `dimensions` to join it as a table, or use a batch "
+                "model (table, incremental).")
     for name, version in (previous or {}).get("sources", {}).items():
         if name in paths:
             added_files(paths[name], version, latest_version(paths[name]))  # raises SSD401 on a remove
