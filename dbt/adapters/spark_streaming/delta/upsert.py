@@ -71,6 +71,10 @@ def _join_keys(table: pa.Table, keys: Sequence[str], index: str) -> pa.Table:
     return pa.table(cols + [pa.array(range(table.num_rows), pa.int64())], names=names + [index])
 
 
+def _flags(value: bool, n: int) -> pa.Array:
+    return pa.array([value] * n, pa.bool_())
+
+
 def _last_per_key(batch: pa.Table, keys: Sequence[str]) -> pa.Table:
     """The batch with one row per key, the last (an append-only query's rows may repeat a
     unique_key; update-mode batches hold each key once)."""
@@ -82,11 +86,11 @@ def _last_per_key(batch: pa.Table, keys: Sequence[str]) -> pa.Table:
 
 def _changed(new: pa.Table, old: pa.Table, columns: Sequence[str]) -> pa.Array:
     """Per row pair, whether any column differs (NULL-safe; nested types always count as changed)."""
-    changed = pa.array([False] * new.num_rows)
+    changed = _flags(False, new.num_rows)
     for c in columns:
         a, b = new.column(c), old.column(c)
         if pa.types.is_nested(a.type):
-            return pa.array([True] * new.num_rows)
+            return _flags(True, new.num_rows)
         differ = pc.fill_null(pc.not_equal(a, b), True)  # NULL vs value: differ
         both_null = pc.and_(pc.is_null(a), pc.is_null(b))
         changed = pc.or_(changed, pc.and_(differ, pc.invert(both_null)))
@@ -104,21 +108,14 @@ class UpsertCommitter:
         last = DeltaTable(self.path).transaction_version(self.app_id)
         return last is not None and batch_id <= last
 
-    def _current(self, dt: DeltaTable, batch: pa.Table) -> pa.Table:
-        """The table's rows whose first key column is among the batch's (a superset of its keys)."""
-        first = batch.column(self.keys[0])
-        values = pc.unique(first.drop_null())
-        condition = pc.field(self.keys[0]).isin(values)
-        if first.null_count:
-            condition = condition | pc.field(self.keys[0]).is_null()
-        return dt.to_pyarrow_dataset().to_table(filter=condition)
-
     def changes(self, dt: DeltaTable, batch: pa.Table) -> tuple[pa.Table, pa.Table]:
         """(changelog rows with `_op`, MERGE source rows with `__op` 'U' or 'D') of a batch."""
         batch = _last_per_key(batch, self.keys)
-        keep = pc.fill_null(batch.column(self.keep), False) if self.keep else pa.array([True] * batch.num_rows)
+        keep = pc.fill_null(batch.column(self.keep), False) if self.keep else _flags(True, batch.num_rows)
         new = batch.select(self.schema.names).cast(self.schema)
-        old = self._current(dt, new).cast(self.schema)
+        # the table's current rows (MERGE scans them all too); files MERGE wrote may hold
+        # strings as string_view, hence the cast
+        old = dt.to_pyarrow_table().cast(self.schema)
         pairs = _join_keys(new, self.keys, "__ni").join(
             _join_keys(old, self.keys, "__oi"), [c for i in range(len(self.keys)) for c in (f"__kv{i}", f"__kn{i}")],
             join_type="left outer").sort_by("__ni")
@@ -131,7 +128,7 @@ class UpsertCommitter:
             values = [c for c in self.schema.names if c not in self.keys]
             changed = pc.and_(found, _changed(new, old_rows, values))
         else:
-            changed = pa.array([False] * new.num_rows)
+            changed = _flags(False, new.num_rows)
         inserted = pc.and_(pc.invert(found), keep)
         updated = pc.and_(changed, keep)
         deleted = pc.and_(found, pc.invert(keep))
@@ -161,7 +158,7 @@ class UpsertCommitter:
                 app_transactions=[Transaction(self.app_id, batch_id)]))
         fault_point("during_write", batch_id)
         if source.num_rows:
-            on = " AND ".join(f"t.{_quote(k)} IS NOT DISTINCT FROM s.{_quote(k)}" for k in self.keys)
+            on = " AND ".join(f"(t.{_quote(k)} IS NOT DISTINCT FROM s.{_quote(k)})" for k in self.keys)
             values = {_quote(c): f"s.{_quote(c)}" for c in self.schema.names}
             (dt.merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
              .when_matched_delete(predicate="s.__op = 'D'")
