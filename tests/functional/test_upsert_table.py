@@ -175,3 +175,49 @@ class TestUpsertShapes:
         assert ops["agg_having"] == {"+I", "-U", "+U", "-D"}
         assert ops["latest"] == ops["early_windows"] == {"+I", "-U", "+U"}
         assert ops["final_windows"] == {"+I"}
+
+
+UPSERT_MODEL = """
+{{ config(materialized='upsert_table') }}
+SELECT item, COUNT(*) AS n, ROUND(SUM(price), 2) AS total, MAX(ts) AS last_ts
+FROM {{ source('feed', 'events') }} GROUP BY item HAVING COUNT(*) < 300 OR item = 'a'
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["during_write@1", "after_delta_commit@1"])
+def test_crash_then_rerun(tmp_path, fault):
+    """`dbt run` killed at each point of an upsert batch (during_write: the changelog committed,
+    the table not), then run again after one more append: the table equals the batch query
+    over all input, each change is logged once, and the changelog replays to the table."""
+    from dbt.adapters.spark_streaming.faults import EXIT_CODE
+
+    from .test_exactly_once import dbt_run, events, write_project
+
+    write_project(tmp_path, UPSERT_MODEL)
+    project, source = str(tmp_path / "project"), str(tmp_path / "feed" / "events")
+    out = str(tmp_path / "warehouse" / "crash" / "per_item")
+    write_deltalake(source, events(1, 0))
+    assert dbt_run(project).returncode == 0
+    write_deltalake(source, events(2, 20), mode="append")
+    crashed = dbt_run(project, fault)
+    assert crashed.returncode == EXIT_CODE, crashed.stdout[-3000:] + crashed.stderr[-2000:]
+    write_deltalake(source, events(3, 40), mode="append")
+    rerun = dbt_run(project)
+    assert rerun.returncode == 0, rerun.stdout[-3000:]
+
+    batch_ids = [m["batch_id"] for m in commits(out) if m["batch_id"] is not None]
+    assert batch_ids == [0, 1, 2]
+    df = DeltaTable(source).to_pandas()
+    g = df.groupby("item").agg(n=("price", "size"), total=("price", "sum"), last_ts=("ts", "max")).reset_index()
+    g = g[(g["n"] < 300) | (g["item"] == "a")]
+    expected = sorted((r.item, r.n, round(r.total, 2), r.last_ts.to_pydatetime()) for r in g.itertuples())
+    actual = rows(out)
+    assert [(r[0], r[1], r[3]) for r in actual] == [(e[0], e[1], e[3]) for e in expected]
+    assert all(abs(a[2] - e[2]) < 1e-6 for a, e in zip(actual, expected))
+    log = changelog(out)
+    assert len({(r[0], r[-3], r[-2]) for r in log}) == len(log), "a change was logged twice"
+    assert {r[-2] for r in log} == {0, 1, 2}
+    assert replay(log) == sorted(actual, key=str)
+    # events(...) gives ~133 rows per item and version: b and c passed 300 and were deleted
+    assert [r[0] for r in actual] == ["a"] and {r[-3] for r in log} == {"+I", "-U", "+U", "-D"}
