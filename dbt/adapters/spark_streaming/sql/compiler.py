@@ -211,9 +211,9 @@ def compile_query(
                 "cannot hold", why + "; a streaming_view only appends rows that never change",
                 "Use materialized='upsert_table' for updating results, or aggregate over a "
                 "window TVF grouped by window_start and window_end.", position_of(node, sql))
-    upsert = analyse_upsert(tree, cls, found, sql, unique_key, emit_early) if materialization == UPSERT_TABLE else None
+    upsert = analyse_upsert(tree, cls, found, topns, sql, unique_key, emit_early) if materialization == UPSERT_TABLE else None
     windowed = cls.window_aggregates or topns or any(t.function == "SESSION" for t in tvfs)
-    if (cls.aggregating if upsert is None else windowed) and delay_us is None:
+    if ((cls.aggregating or topns) if upsert is None else windowed) and delay_us is None:
         raise SqlError(
             "SSV105", "window aggregate without a watermark delay",
             "a window is complete, emitted finally and dropped from state when the watermark passes "

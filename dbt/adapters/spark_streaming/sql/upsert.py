@@ -183,8 +183,8 @@ def _keys(select: exp.Select, keys: Sequence[exp.Expr], sql: str, what: str) -> 
     return tuple(dict.fromkeys(names))
 
 
-def analyse_upsert(tree: exp.Expr, cls: Classification, found: Sequence[Dedup], sql: str,
-                   unique_key: Optional[Sequence[str]], early: bool) -> UpsertSpec:
+def analyse_upsert(tree: exp.Expr, cls: Classification, found: Sequence[Dedup], topns: Sequence[WindowTopN],
+                   sql: str, unique_key: Optional[Sequence[str]], early: bool) -> UpsertSpec:
     """The UpsertSpec of an upsert_table query; moves HAVING to ``__keep`` in update mode.
     Raises SqlError for shapes an upsert table cannot maintain."""
     given = tuple(unique_key) if unique_key else None
@@ -219,6 +219,8 @@ def analyse_upsert(tree: exp.Expr, cls: Classification, found: Sequence[Dedup], 
         return UpsertSpec(given or _keys(top, dedup.keys, sql, "PARTITION BY key"), UPDATE)
     if is_aggregating(top):
         group = top.args.get("group")
+        if group is None and top.args.get("distinct") and not given:  # SELECT DISTINCT: every column
+            given = tuple(p.alias_or_name for p in top.expressions)
         if group is None and not given:
             raise SqlError(
                 "SSV130", "cannot infer the unique_key of the upsert_table: the aggregate has no GROUP BY",
@@ -237,6 +239,10 @@ def analyse_upsert(tree: exp.Expr, cls: Classification, found: Sequence[Dedup], 
     if cls.kind == "updating":
         why, node = cls.updating_reason or ("the query is updating", None)
         raise _unsupported("this updating query shape is not supported by upsert_table yet", why, node, sql)
+    topn = next((t for t in topns if t.scope.parent.parent.parent is top), None)
+    if topn is not None and not given:  # a window Top-N: a row per window, partition key and rank
+        keys = [exp.column("window_start"), exp.column("window_end"), *topn.keys, exp.column(topn.rownum)]
+        given = _keys(top, keys, sql, "window Top-N key")
     if not given:
         raise SqlError(
             "SSV130", "cannot infer the unique_key of the upsert_table",
