@@ -51,37 +51,20 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _sentinel(typ: pa.DataType) -> pa.Scalar:
-    """A non-NULL value of `typ` that stands in for NULL keys when joining (with a NULL flag)."""
-    for value in (0, "", False):
-        try:
-            return pa.scalar(value).cast(typ)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
-            continue
-    raise TypeError(f"unsupported key type {typ}")
-
-
-def _join_keys(table: pa.Table, keys: Sequence[str], index: str) -> pa.Table:
-    """The key columns, NULL-safe (value with NULLs filled + NULL flag), and the row index."""
-    cols, names = [], []
-    for i, key in enumerate(keys):
-        col = table.column(key)
-        cols += [pc.fill_null(col, _sentinel(col.type)), pc.is_null(col)]
-        names += [f"__kv{i}", f"__kn{i}"]
-    return pa.table(cols + [pa.array(range(table.num_rows), pa.int64())], names=names + [index])
-
-
 def _flags(value: bool, n: int) -> pa.Array:
     return pa.array([value] * n, pa.bool_())
+
+
+def _key_tuples(table: pa.Table, keys: Sequence[str]) -> list[tuple]:
+    """Each row's key as a tuple of Python values (NULL is None, so NULL keys match)."""
+    return list(zip(*(table.column(k).to_pylist() for k in keys)))
 
 
 def _last_per_key(batch: pa.Table, keys: Sequence[str]) -> pa.Table:
     """The batch with one row per key, the last (an append-only query's rows may repeat a
     unique_key; update-mode batches hold each key once)."""
-    index = _join_keys(batch, keys, "__i")
-    last = index.group_by([c for c in index.column_names if c != "__i"], use_threads=False).aggregate(
-        [("__i", "max")]).column("__i_max")
-    return batch if len(last) == batch.num_rows else batch.take(pc.sort_indices(last))
+    last = {key: i for i, key in enumerate(_key_tuples(batch, keys))}
+    return batch if len(last) == batch.num_rows else batch.take(pa.array(sorted(last.values()), pa.int64()))
 
 
 def _changed(new: pa.Table, old: pa.Table, columns: Sequence[str]) -> pa.Array:
@@ -116,14 +99,10 @@ class UpsertCommitter:
         # the table's current rows (MERGE scans them all too); files MERGE wrote may hold
         # strings as string_view, hence the cast
         old = dt.to_pyarrow_table().cast(self.schema)
-        pairs = _join_keys(new, self.keys, "__ni").join(
-            _join_keys(old, self.keys, "__oi"), [c for i in range(len(self.keys)) for c in (f"__kv{i}", f"__kn{i}")],
-            join_type="left outer").sort_by("__ni")
-        assert pairs.num_rows == new.num_rows, "the table holds a key twice"
-        found = pc.is_valid(pairs.column("__oi"))
-        old_rows = old.take(pc.fill_null(pairs.column("__oi"), 0)) if old.num_rows else None
-        keep = keep.take(pairs.column("__ni"))
-        new = new.take(pairs.column("__ni"))
+        at = {key: i for i, key in enumerate(_key_tuples(old, self.keys))}
+        matches = pa.array([at.get(key) for key in _key_tuples(new, self.keys)], pa.int64())
+        found = pc.is_valid(matches)
+        old_rows = old.take(pc.fill_null(matches, 0)) if old.num_rows else None
         if old_rows is not None:
             values = [c for c in self.schema.names if c not in self.keys]
             changed = pc.and_(found, _changed(new, old_rows, values))
