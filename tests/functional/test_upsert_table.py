@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from dbt.tests.util import run_dbt
+from dbt.tests.util import run_dbt, run_dbt_and_capture
 from deltalake import DeltaTable, write_deltalake
 
 from dbt.adapters.spark_streaming.runtime.session import get_spark
@@ -29,13 +29,13 @@ def changelog(path: str) -> list[tuple]:
     return sorted((tuple(r.values()) for r in table), key=lambda r: (r[-1], r[-3] not in ("-U", "-D"), str(r)))
 
 
-def replay(log: list[tuple], key: int = 1) -> list[tuple]:
+def replay(log: list[tuple], key=1) -> list[tuple]:
     """Apply a changelog (rows: columns..., _op, _batch_id, _commit_version) by its first
-    `key` columns: +I/+U upsert, -U/-D delete."""
+    `key` columns (or the column positions `key`): +I/+U upsert, -U/-D delete."""
     table: dict = {}
     for row in log:
         values, op = row[:-3], row[-3]
-        k = values[:key]
+        k = values[:key] if isinstance(key, int) else tuple(values[i] for i in key)
         if op in ("-U", "-D"):
             assert table.pop(k) == values, f"{op} of a row the table does not hold: {row}"
         else:
@@ -91,14 +91,21 @@ class TestClicksExample:
         # nothing new: nothing committed, nothing changed
         run_dbt(["run"])
         assert changelog(out) == log
+        # tampering with the table (a value changed outside the stream) fails the test
+        DeltaTable(out).update(updates={"cnt": "5"}, predicate="\"user\" = 'Mary'")
+        results, shown = run_dbt_and_capture(["test"], expect_pass=False)
+        assert results[0].failures == 2 and "1 missing, 1 unexpected" in shown
+        assert "changed outside the stream" in shown and "(watermark none)" in shown
+        DeltaTable(out).update(updates={"cnt": "2"}, predicate="\"user\" = 'Mary'")
+        assert run_dbt(["test"])[0].status == "pass"
 
 
 EV = "{{ source('raw', 'ev') }}"
 TUMBLE = f"TABLE(TUMBLE(TABLE {EV}, DESCRIPTOR(ts), INTERVAL '5' MINUTES))"
 WINDOWED = (f"SELECT window_start, window_end, k, SUM(v) AS total, COUNT(*) AS n FROM {TUMBLE} "
             "GROUP BY window_start, window_end, k")
-# Per model: config, SQL, number of key columns (first in the result), and whether the batch
-# oracle is Spark running the SQL as written (else the compiled query, for window TVFs).
+# Per model: config, SQL, and its key: the number of leading columns, or their positions. The
+# batch oracle is Spark running the SQL as written (window TVFs: the compiled query).
 MODELS = {
     "agg_having": ("materialized='upsert_table'",
                    f"SELECT k, COUNT(*) AS n, SUM(v) AS total, MIN(v) AS lo, MAX(v) AS hi, AVG(v) AS mean, "
@@ -109,6 +116,9 @@ MODELS = {
     "first_big": ("materialized='upsert_table'",
                   f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) AS rownum "
                   f"FROM {EV} WHERE v > 50) WHERE rownum = 1", 1),
+    "top3": ("materialized='upsert_table'",
+             f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC, ts) AS rn FROM {EV}) "
+             "WHERE rn <= 3", (1, 3)),
     "early_windows": ("materialized='upsert_table', watermark_delay='2 minutes', emit={'early': true}", WINDOWED, 3),
     "final_windows": ("materialized='upsert_table', watermark_delay='2 minutes'", WINDOWED, 3),
 }
@@ -173,7 +183,7 @@ class TestUpsertShapes:
             assert len(run_dbt(["test"])) == len(MODELS)
         # every kind of change happened where the shape makes it possible
         assert ops["agg_having"] == {"+I", "-U", "+U", "-D"}
-        assert ops["latest"] == ops["early_windows"] == {"+I", "-U", "+U"}
+        assert ops["latest"] == ops["early_windows"] == ops["top3"] == {"+I", "-U", "+U"}
         assert ops["final_windows"] == {"+I"}
 
 

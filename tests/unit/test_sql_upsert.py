@@ -60,6 +60,16 @@ def test_upsert_plans(sql, config, key, mode, expected):
     assert plan.kind == ("updating" if mode == "update" else "append")
 
 
+def test_topn_without_window_streams_rows_and_reranks_them_with_the_table():
+    plan = upsert(DEDUP.format(out="*", cols="*", order="cTime DESC", where=" WHERE url <> ''", w="rn <= 3"))
+    assert (plan.upsert.unique_key, plan.output_mode) == (("user", "rn"), "append")
+    assert plan.spark_sql == "SELECT user, cTime, url FROM a.clicks WHERE url <> ''"  # stateless
+    ranked = ("SELECT * FROM (SELECT user, cTime, url, ROW_NUMBER() OVER (PARTITION BY user ORDER BY cTime DESC, "
+              "user, url) AS rn FROM {}) WHERE rn <= 3")  # every column breaks ties
+    assert plan.rank_sql_for("v") == ranked.format("v AS __rank_input")
+    assert plan.emitted_sql({"a.clicks": "src"}, 0) == ranked.format("src AS clicks WHERE url <> ''")
+
+
 def test_key_and_mode_are_part_of_the_fingerprint():
     sql = "SELECT user, url FROM a.clicks"
     assert upsert(sql, unique_key=["user"]).fingerprint != upsert(sql, unique_key=["user", "url"]).fingerprint
@@ -80,7 +90,10 @@ BAD = [
     ("SELECT COUNT(*) FROM a.clicks", {}, "SSV130", "no GROUP BY"),
     ("SELECT url, COUNT(*) FROM a.clicks GROUP BY user, url", {}, "SSV130", "GROUP BY key user is not a column"),
     (DEDUP.format(out="url", cols="*", order="cTime DESC", where="", w="rn = 1"), {}, "SSV130", "PARTITION BY key user"),
-    (DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn <= 3"), {}, "SSV131", "Top-N without a window"),
+    (DEDUP.format(out="user, rn", cols="*", order="cTime DESC", where="", w="rn <= 3"), {}, "SSV131",
+     "outer SELECT is not SELECT *"),
+    ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY user ORDER BY cTime) AS rn FROM a.clicks)", {},
+     "SSV131", "without a filter"),
     (DEDUP.format(out="*", cols="*", order="cTime DESC, url", where="", w="rn = 1"), {}, "SSV131",
      "both ascending and descending"),
     (DEDUP.format(out="*", cols="upper(url) AS u", order="cTime DESC", where="", w="rn = 1"), {}, "SSV131",

@@ -220,7 +220,9 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
 
     save_query(build, plan, model.sql, dict(model.config), model.materialization)  # for snapshot_equivalence
     keep = plan.upsert.keep_column if plan.upsert else None
-    columns = [(f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != keep]
+    ranked = plan.upsert is not None and plan.upsert.rank_sql is not None
+    schema = _ranked(plan, spark.createDataFrame([], df.schema), model.name).schema if ranked else df.schema
+    columns = [(f.name, f.dataType.simpleString()) for f in schema.fields if f.name != keep]
     arrow_schema = types.arrow_schema(columns)
     keys = _key_columns(model, plan, [c for c, _ in columns])
     base_meta = {"fingerprint": plan.fingerprint, "model": model.name, "materialization": model.materialization}
@@ -246,9 +248,11 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
             written["replayed"] += 1
             return
         versions, watermark_ms = _read_offsets(checkpoint, batch_id)
+        rows = _rerank(plan, batch_df, build, keys, model.name) if ranked else batch_df.toArrow()
         written["rows"] += committer[0].commit(
-            batch_df.toArrow(), batch_id, {**base_meta, "batch_id": batch_id, "sources": versions,
-                                           "watermark_ms": watermark_ms, "watermark": _iso(watermark_ms)})
+            rows, batch_id, {**base_meta, "batch_id": batch_id, "sources": versions,
+                                           "watermark_ms": watermark_ms,
+                                  "watermark": _iso(watermark_ms) if plan.watermark_delay_us is not None else None})
         written["commits"] += 1
         run_batches.append({"sources": versions, "watermark_ms": watermark_ms})
 
@@ -282,9 +286,28 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
         batches=written["commits"] + written["replayed"], rows_written=written["rows"], late_rows=late,
         watermark=watermark, duration_s=round(time.time() - started, 2))
     logger.info(_log_line(model, response, paths))
-    response._message = (f"{response.rows_written} rows written, {rows} read" if response.batches
+    written_what = "changes" if model.materialization == UPSERT_TABLE else "rows written"
+    response._message = (f"{response.rows_written} {written_what}, {rows} read" if response.batches
                          else "no new data")
     return response
+
+
+def _ranked(plan, rows, name: str):
+    """A Top-N's ranking query (sql/upsert.py rewrite_rank) over the DataFrame `rows` (in its
+    own session: foreachBatch hands batches in a session of their own)."""
+    view = f"__dss_rank_{name.replace('.', '_')}"
+    rows.createOrReplaceTempView(view)
+    return rows.sparkSession.sql(plan.rank_sql_for(view))
+
+
+def _rerank(plan, new_df, path: str, keys: list[str], name: str):
+    """A Top-N's micro-batch: its new rows and the table's rows of the partition keys they
+    touch, re-ranked; the key is (partition keys..., rank)."""
+    partition = keys[:-1]
+    current = new_df.sparkSession.read.format(FORMAT).load(path).select(*new_df.columns)
+    touched = new_df.select(*partition).distinct()
+    current = current.join(touched, [current[k].eqNullSafe(touched[k]) for k in partition], "left_semi")
+    return _ranked(plan, new_df.unionByName(current), name).toArrow()
 
 
 def _log_line(model: StreamingModel, r: StreamingAdapterResponse, paths: dict[str, str]) -> str:

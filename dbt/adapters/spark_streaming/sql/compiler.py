@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import List, Mapping, Optional, Sequence, Set, Tuple
 
 import sqlglot
@@ -16,7 +16,7 @@ from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .intervals import parse_duration
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
-from .upsert import UPDATE, UpsertSpec, analyse_upsert, dedups, rewrite_dedup
+from .upsert import RANK_INPUT, UPDATE, UpsertSpec, analyse_upsert, dedups, rewrite_dedup, rewrite_rank
 
 STREAMING_VIEW = "streaming_view"
 UPSERT_TABLE = "upsert_table"
@@ -34,6 +34,7 @@ class QueryPlan:
     fingerprint: str
     upsert: Optional[UpsertSpec] = None  # how an upsert_table maintains it (None: streaming_view)
     _tree: exp.Expr = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+    _oracle: Optional[exp.Expr] = field(repr=False, compare=False, default=None)  # Top-N: the whole query
 
     @property
     def output_mode(self) -> str:
@@ -54,6 +55,8 @@ class QueryPlan:
         ``watermark_us``, over bound inputs that carry each row's batch watermark in column
         ``oracle.LATE_COLUMN`` (see sql/oracle.py for Spark's rule). In update mode every
         group is emitted (open windows too), and HAVING (``__keep``) decides which are kept."""
+        if self._oracle is not None:  # a Top-N without a window: no watermark, nothing late
+            return _generate(self._bound(bindings, self._oracle))
         updating = self.output_mode == UPDATE
         tree = oracle.emitted(self._bound(bindings), watermark_us, closed=not updating)
         if updating and self.upsert.keep_column:
@@ -65,8 +68,12 @@ class QueryPlan:
         (inputs bound as for ``emitted_sql``)."""
         return [_generate(q) for q in oracle.late_rows(self._bound(bindings))]
 
-    def _bound(self, bindings: Mapping[str, str]) -> exp.Expr:
-        tree = self._tree.copy() if self._tree is not None else _parse(self.spark_sql)
+    def rank_sql_for(self, view: str) -> str:
+        """A Top-N's re-ranking query (sql/upsert.py rewrite_rank) over the view ``view``."""
+        return _generate(self._bound({RANK_INPUT: view}, _parse(self.upsert.rank_sql)))
+
+    def _bound(self, bindings: Mapping[str, str], tree: Optional[exp.Expr] = None) -> exp.Expr:
+        tree = (tree or self._tree).copy() if (tree or self._tree) is not None else _parse(self.spark_sql)
         lowered = {k.lower(): v for k, v in bindings.items()}
         for table in _source_tables(tree):
             key = table_key(table)
@@ -222,9 +229,14 @@ def compile_query(
             position_of(next(iter(cls.window_aggregates.values()), tree).args.get("group")
                         or (topns[0].window if topns else None), sql))
     for dedup in found:
-        rewrite_dedup(dedup, schemas, sql)
+        if dedup.limit == 1:
+            rewrite_dedup(dedup, schemas, sql)
     sources = _normalize_sources(tree)
     rewrite_tvfs(tvfs, specs, cls.window_aggregates, schemas, delay_us, {id(t.tvf): t for t in topns})
+    ranked = None
+    if found and found[0].limit > 1:
+        tree, rank, ranked = rewrite_rank(tree, found[0], schemas, sql)
+        upsert = replace(upsert, rank_sql=_generate(rank))
     spark_sql = _generate(tree)
     identity = spark_sql if upsert is None else f"{spark_sql}\n{upsert}"  # the key and mode too
     return QueryPlan(
@@ -236,4 +248,5 @@ def compile_query(
         fingerprint=hashlib.sha256(identity.encode("utf-8")).hexdigest(),
         upsert=upsert,
         _tree=tree,
+        _oracle=ranked,
     )

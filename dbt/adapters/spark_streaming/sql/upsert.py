@@ -33,6 +33,7 @@ from .analysis import Classification, WindowTopN, is_aggregating, position_of, t
 from .analysis import _rownum_limit as rownum_limit  # the same filter shapes as a window Top-N
 from .errors import SqlError
 
+RANK_INPUT = "__rank_input"  # Top-N: the relation a micro-batch re-ranks
 KEEP_COLUMN = "__keep"  # update mode: HAVING as a projected boolean (False: delete the key)
 DEDUP_ROW = "__d"  # deduplication: the kept row of a key, as a struct
 UPDATE, APPEND = "update", "append"
@@ -46,6 +47,7 @@ class UpsertSpec:
     unique_key: Tuple[str, ...]
     output_mode: str
     keep_column: Optional[str] = None
+    rank_sql: Optional[str] = None  # Top-N: re-ranks RANK_INPUT (new rows + the table's, see rewrite_rank)
 
 
 @dataclass
@@ -144,6 +146,45 @@ def rewrite_dedup(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: s
         this=exp.to_identifier(DEDUP_ROW)))))
 
 
+def rewrite_rank(tree: exp.Select, dedup: Dedup, schemas: Mapping[str, Mapping[str, str]],
+                 sql: str) -> Tuple[exp.Select, exp.Select, exp.Select]:
+    """A Top-N without a window, ``SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k
+    ORDER BY o) AS rn FROM t WHERE ...) WHERE rn <= N``, as (stream, rank, oracle) queries:
+
+    - stream: ``SELECT <columns> FROM t WHERE ...``, stateless, append-only;
+    - rank: the query over RANK_INPUT, which each micro-batch binds to its new rows plus the
+      table's rows of the partition keys they touch. The input is append-only, so a row out of
+      the top N never returns: the top N of (table's top N + new rows) is the top N of all;
+    - oracle: the query over ``t`` (snapshot equivalence).
+
+    ORDER BY gains every column as a tie-breaker (ascending), so the ranks are one order in
+    batch and stream. The table is the state: N rows per key, no Spark state.
+    """
+    columns = _dedup_columns(dedup, schemas, sql)
+    shown: List[exp.Expr] = []
+    for proj in dedup.scope.expressions:
+        if isinstance(proj, exp.Star):
+            shown += [exp.column(exp.to_identifier(c)) for c in columns]
+        elif isinstance(proj, exp.Column):
+            shown.append(proj.copy())
+        elif not (isinstance(proj, exp.Alias) and proj.this is dedup.window):
+            raise _unsupported("computed columns beside a Top-N's ROW_NUMBER()",
+                               "only * and input columns may be projected next to it", proj, sql)
+    ordered = {o.this.sql() for o in dedup.order}
+    order = dedup.window.args["order"]
+    order.set("expressions", [*order.expressions, *[exp.Ordered(this=c.copy(), nulls_first=True)
+                                                    for c in shown if c.sql() not in ordered]])
+    # explicit columns: the oracle's inputs carry an extra column (sql/oracle.py LATE_COLUMN)
+    dedup.scope.set("expressions", [*[c.copy() for c in shown], dedup.window.parent])
+    stream = exp.Select(expressions=shown).from_(dedup.scope.args["from_"].this.copy())
+    if dedup.scope.args.get("where") is not None:
+        stream.set("where", dedup.scope.args["where"].copy())
+    oracle = tree.copy()
+    dedup.scope.set("where", None)
+    dedup.scope.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(RANK_INPUT))))
+    return stream, tree, oracle
+
+
 def _field(column: str, name: Optional[str] = None) -> exp.Expr:
     return exp.alias_(exp.Dot(this=exp.column(DEDUP_ROW), expression=exp.to_identifier(column)),
                       exp.to_identifier(name or column))
@@ -193,13 +234,16 @@ def analyse_upsert(tree: exp.Expr, cls: Classification, found: Sequence[Dedup], 
         raise _unsupported("an upsert_table query whose top level is a set operation",
                            f"{top.key.upper()} results cannot be keyed", top, sql)
     for dedup in found:
-        if dedup.limit != 1:
-            raise _unsupported(
-                "Top-N without a window is not supported yet",
-                "ROW_NUMBER() <= N over a whole stream changes its membership as rows arrive; only "
-                "N = 1 (deduplication) is maintained", dedup.window, sql)
+        if dedup.limit is None:
+            raise _unsupported("ROW_NUMBER() without a filter on it",
+                               "only ROW_NUMBER() ... WHERE rn = 1 (deduplication) or rn <= N (Top-N) is "
+                               "maintained", dedup.window, sql)
+        if dedup.limit > 1 and not (len(top.expressions) == 1 and isinstance(top.expressions[0], exp.Star)):
+            raise _unsupported("a Top-N whose outer SELECT is not SELECT *",
+                               "the table keeps the ranked rows whole, to re-rank them with new rows",
+                               top.expressions[0], sql)
         if dedup.scope.parent.parent.parent is not top:
-            raise _unsupported("a deduplication nested below the top-level SELECT",
+            raise _unsupported("a deduplication or Top-N nested below the top-level SELECT",
                                "its result is updating, and the operations over it would need "
                                "retractions", dedup.window, sql)
     window_aggs = {id(s) for s in cls.window_aggregates.values()}
@@ -216,6 +260,8 @@ def analyse_upsert(tree: exp.Expr, cls: Classification, found: Sequence[Dedup], 
                        position_of(top, sql))
     if found:
         dedup = found[0]
+        if dedup.limit > 1:  # Top-N: a row per partition key and rank (always: the sink re-ranks by it)
+            return UpsertSpec(_keys(top, [*dedup.keys, exp.column(dedup.rownum)], sql, "Top-N key"), APPEND)
         return UpsertSpec(given or _keys(top, dedup.keys, sql, "PARTITION BY key"), UPDATE)
     if is_aggregating(top):
         group = top.args.get("group")
