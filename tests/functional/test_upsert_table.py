@@ -231,3 +231,46 @@ def test_crash_then_rerun(tmp_path, fault):
     assert replay(log) == sorted(actual, key=str)
     # events(...) gives ~133 rows per item and version: b and c passed 300 and were deleted
     assert [r[0] for r in actual] == ["a"] and {r[-3] for r in log} == {"+I", "-U", "+U", "-D"}
+
+
+class TestPipelineOfUpsertTables:
+    """Seed 000's pipeline of dynamic tables: clicks -> clicks per user (upsert_table) -> users
+    per click count (an upsert_table over it, from its changelog with retractions applied).
+    Random clicks over several runs; after each, the downstream table equals its SQL run in
+    batch over the upstream table, and the changelogs replay."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "sources.yml": CLICKS,
+            "tests.yml": "models:\n" + "".join(f"  - {{name: {n}, data_tests: [snapshot_equivalence]}}\n"
+                                                for n in ("per_user", "per_count")),
+            "per_user.sql": "{{ config(materialized='upsert_table') }}\nSELECT user, COUNT(url) AS cnt, "
+                            "MAX(cTime) AS last_click FROM {{ source('raw', 'clicks') }} GROUP BY user",
+            "per_count.sql": "{{ config(materialized='upsert_table') }}\nSELECT cnt, COUNT(*) AS users, "
+                             "SUM(cnt) AS clicks, AVG(cnt) AS mean FROM {{ ref('per_user') }} WHERE cnt < 6 "
+                             "GROUP BY cnt HAVING COUNT(*) >= 1",
+            "bad_view.sql": "{{ config(materialized='streaming_view') }}\nSELECT user FROM {{ ref('per_user') }}",
+        }
+
+    def test_downstream_follows_upstream_changes(self, project):
+        source, schema = table_path(project, "clicks"), project.test_schema
+        rng = random.Random(3)
+        ops = set()
+        for run in range(4):
+            append_clicks(source, [(rng.choice("ABCDEF"), f"2020-01-01 12:0{run}:{rng.randrange(60):02d}", f"./{i}")
+                                   for i in range(rng.randrange(3, 8))])
+            results, shown = run_dbt_and_capture(["run"], expect_pass=False)
+            status = {r.node.name: r.status for r in results}
+            assert status["per_user"] == status["per_count"] == "success"
+            assert status["bad_view"] == "error" and "SSV140" in shown and f"{schema}.per_user" in shown
+            expected = get_spark().sql(
+                f"SELECT cnt, COUNT(*) AS users, SUM(cnt) AS clicks, AVG(cnt) AS mean FROM {schema}.per_user "
+                "WHERE cnt < 6 GROUP BY cnt").toArrow().to_pylist()
+            path = table_path(project, "per_count")
+            assert rows(path) == sorted(tuple(r.values()) for r in expected)
+            log = changelog(path)
+            assert replay(log) == sorted(rows(path), key=str)
+            ops |= {r[-3] for r in log}
+            assert [r.status for r in run_dbt(["test", "-s", "per_user", "per_count"])] == ["pass", "pass"]
+        assert ops == {"+I", "-U", "+U", "-D"}  # counts move between buckets; emptied buckets go

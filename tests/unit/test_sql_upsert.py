@@ -121,3 +121,40 @@ def test_streaming_view_still_refuses_deduplication():
         compile_query(DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn = 1"), schemas=SCHEMAS,
                       watermark_delay=None)
     assert info.value.code == "SSV108"
+
+
+# An upsert_table over an upsert_table: aggregated from its changelog, retractions applied.
+CHANGELOGS = {"a.cpu": "a.cpu_changelog"}
+CPU = {"a.cpu": {"user": "string", "cnt": "bigint"}, "a.cpu_changelog": {"user": "string", "cnt": "bigint", "_op": "string"}}
+
+
+def downstream(sql, materialization="upsert_table"):
+    return compile_query(sql, schemas=CPU, watermark_delay=None, materialization=materialization, changelogs=CHANGELOGS)
+
+
+def test_aggregate_over_an_upsert_table_counts_changes_with_a_sign():
+    plan = downstream("SELECT cnt, COUNT(*) AS users, SUM(cnt) AS s, AVG(cnt) AS a, COUNT(user) AS u FROM a.cpu "
+                      "WHERE cnt > 0 GROUP BY cnt HAVING COUNT(*) > 1")
+    present = "SUM(IF(NOT cnt IS NULL, __s, 0))"
+    assert plan.sources == ("a.cpu_changelog",)
+    assert (plan.upsert.unique_key, plan.output_mode, plan.upsert.keep_column) == (("cnt",), "update", "__keep")
+    assert plan.spark_sql == (
+        f"SELECT cnt, SUM(__s) AS users, CASE WHEN {present} > 0 THEN SUM((cnt) * __s) END AS s, "
+        f"CASE WHEN {present} > 0 THEN SUM((cnt) * __s) / {present} END AS a, SUM(IF(NOT user IS NULL, __s, 0)) "
+        "AS u, (SUM(__s) > 0 AND SUM(__s) > 1) AS __keep FROM (SELECT *, IF(_op IN ('+I', '+U'), 1, -1) AS __s "
+        "FROM a.cpu_changelog) AS cpu WHERE cnt > 0 GROUP BY cnt")
+
+
+@pytest.mark.parametrize("sql,materialization,code,message", [
+    ("SELECT user, cnt FROM a.cpu", "streaming_view", "SSV140", "streaming_view cannot read upsert_table a.cpu"),
+    ("SELECT cnt, MAX(user) FROM a.cpu GROUP BY cnt", "upsert_table", "SSV141", "MAX(user) cannot be retracted"),
+    ("SELECT cnt, COUNT(DISTINCT user) FROM a.cpu GROUP BY cnt", "upsert_table", "SSV141", "cannot be retracted"),
+    ("SELECT user FROM a.cpu", "upsert_table", "SSV141", "does not aggregate it with GROUP BY"),
+    ("SELECT c.cnt, COUNT(*) FROM a.cpu AS c JOIN a.cpu AS d ON c.user = d.user GROUP BY c.cnt", "upsert_table",
+     "SSV141", "no joins"),
+    ("SELECT n, COUNT(*) FROM (SELECT cnt AS n FROM a.cpu) GROUP BY n", "upsert_table", "SSV141", "directly"),
+])
+def test_queries_that_cannot_consume_updates_name_the_upstream(sql, materialization, code, message):
+    with pytest.raises(SqlError) as info:
+        downstream(sql, materialization)
+    assert info.value.code == code and message in str(info.value) and "a.cpu_changelog" in str(info.value)

@@ -25,13 +25,13 @@ from ..delta.upsert import UpsertCommitter, create_changelog
 from ..delta.source import FORMAT, added_files, latest_version
 from ..errors import StreamingError, config_error
 from .catalog import Catalog, is_delta
-from . import lifecycle
+from . import lifecycle, upsert
 from .equivalence import late_rows, query_file, save_query
 
 logger = AdapterLogger("SparkStreaming")
 
 TRIGGERS = ("available_now",)
-UPSERT_TABLE = "upsert_table"
+UPSERT_TABLE = upsert.UPSERT_TABLE
 
 
 @dataclass
@@ -143,34 +143,15 @@ def _query_id(checkpoint: str) -> str:
         return json.load(fh)["id"]
 
 
-def _unique_key(config: Mapping[str, Any]) -> list[str] | None:
-    key = config.get("unique_key")
-    if key is None or key == []:
-        return None
-    keys = [key] if isinstance(key, str) else key
-    if not isinstance(keys, (list, tuple)) or not all(isinstance(k, str) and k for k in keys):
-        raise config_error("unique_key", key, "a column name or a list of column names")
-    return list(keys)
-
-
-def _emit_early(config: Mapping[str, Any], materialization: str) -> bool:
-    emit = config.get("emit")
-    if emit is None or emit == "final":
-        return False
-    if materialization == UPSERT_TABLE and isinstance(emit, Mapping) and set(emit) <= {"early", "update_every"} \
-            and isinstance(emit.get("early", False), bool):
-        return emit.get("early", False)
-    raise config_error("emit", emit, "'final' or {early: true, update_every: '<interval>'} (upsert_table only)")
-
-
 def compile_model(catalog: Catalog, model: StreamingModel):
     """The model's QueryPlan (sql/), with SQL errors raised as StreamingError."""
     try:
         return sqlfront.compile_query(model.sql, schemas=_Schemas(catalog),
                                       watermark_delay=model.config.get("watermark_delay"),
                                       materialization=model.materialization,
-                                      unique_key=_unique_key(model.config),
-                                      emit_early=_emit_early(model.config, model.materialization))
+                                      unique_key=upsert.unique_key(model.config),
+                                      emit_early=upsert.emit_early(model.config, model.materialization),
+                                      changelogs=upsert.Changelogs(catalog, model.config.get("dimensions")))
     except sqlfront.SqlError as exc:
         raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None
 
@@ -221,10 +202,10 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
     save_query(build, plan, model.sql, dict(model.config), model.materialization)  # for snapshot_equivalence
     keep = plan.upsert.keep_column if plan.upsert else None
     ranked = plan.upsert is not None and plan.upsert.rank_sql is not None
-    schema = _ranked(plan, spark.createDataFrame([], df.schema), model.name).schema if ranked else df.schema
+    schema = upsert.ranked(plan, spark.createDataFrame([], df.schema), model.name).schema if ranked else df.schema
     columns = [(f.name, f.dataType.simpleString()) for f in schema.fields if f.name != keep]
     arrow_schema = types.arrow_schema(columns)
-    keys = _key_columns(model, plan, [c for c, _ in columns])
+    keys = upsert.key_columns(plan, [c for c, _ in columns])
     base_meta = {"fingerprint": plan.fingerprint, "model": model.name, "materialization": model.materialization}
     written = {"rows": 0, "commits": 0, "replayed": 0}
     run_batches: list[dict] = []  # sources and watermark of each batch committed by this run
@@ -248,11 +229,10 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
             written["replayed"] += 1
             return
         versions, watermark_ms = _read_offsets(checkpoint, batch_id)
-        rows = _rerank(plan, batch_df, build, keys, model.name) if ranked else batch_df.toArrow()
-        written["rows"] += committer[0].commit(
-            rows, batch_id, {**base_meta, "batch_id": batch_id, "sources": versions,
-                                           "watermark_ms": watermark_ms,
-                                  "watermark": _iso(watermark_ms) if plan.watermark_delay_us is not None else None})
+        rows = upsert.rerank(plan, batch_df, build, keys, model.name) if ranked else batch_df.toArrow()
+        meta = {**base_meta, "batch_id": batch_id, "sources": versions, "watermark_ms": watermark_ms,
+                "watermark": _iso(watermark_ms) if plan.watermark_delay_us is not None else None}
+        written["rows"] += committer[0].commit(rows, batch_id, meta)
         written["commits"] += 1
         run_batches.append({"sources": versions, "watermark_ms": watermark_ms})
 
@@ -292,24 +272,6 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
     return response
 
 
-def _ranked(plan, rows, name: str):
-    """A Top-N's ranking query (sql/upsert.py rewrite_rank) over the DataFrame `rows` (in its
-    own session: foreachBatch hands batches in a session of their own)."""
-    view = f"__dss_rank_{name.replace('.', '_')}"
-    rows.createOrReplaceTempView(view)
-    return rows.sparkSession.sql(plan.rank_sql_for(view))
-
-
-def _rerank(plan, new_df, path: str, keys: list[str], name: str):
-    """A Top-N's micro-batch: its new rows and the table's rows of the partition keys they
-    touch, re-ranked; the key is (partition keys..., rank)."""
-    partition = keys[:-1]
-    current = new_df.sparkSession.read.format(FORMAT).load(path).select(*new_df.columns)
-    touched = new_df.select(*partition).distinct()
-    current = current.join(touched, [current[k].eqNullSafe(touched[k]) for k in partition], "left_semi")
-    return _ranked(plan, new_df.unionByName(current), name).toArrow()
-
-
 def _log_line(model: StreamingModel, r: StreamingAdapterResponse, paths: dict[str, str]) -> str:
     if not r.batches:
         at = ", ".join(f"{n} at v{latest_version(p)}" for n, p in paths.items())
@@ -319,18 +281,6 @@ def _log_line(model: StreamingModel, r: StreamingAdapterResponse, paths: dict[st
              else f"{r.rows_written} rows")
     return (f"{model.name}: read {r.rows_read} rows ({read}) in {r.batches} batches, wrote {wrote}, "
             f"{r.late_rows} late rows dropped, watermark {r.watermark or 'none'}, {r.duration_s}s")
-
-
-def _key_columns(model: StreamingModel, plan, columns: list[str]) -> list[str]:
-    """The upsert table's key columns, as named in the result ([] for a streaming_view)."""
-    if plan.upsert is None:
-        return []
-    by_name = {c.lower(): c for c in columns}
-    missing = [k for k in plan.upsert.unique_key if k.lower() not in by_name]
-    if missing:
-        raise config_error("unique_key", list(plan.upsert.unique_key),
-                           "columns of the model's result: " + ", ".join(columns))
-    return [by_name[k.lower()] for k in plan.upsert.unique_key]
 
 
 def _dimensions(model: StreamingModel, plan) -> set[str]:
@@ -378,15 +328,6 @@ def _check_state(model: StreamingModel, plan, target: str, checkpoint: str, path
             "SSR305", f"the checkpoint of {model.name} is missing ({checkpoint})",
             "without it the stream would reprocess every source version and duplicate rows",
             "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild the table.")
-    for name, path in paths.items():
-        upstream = last_metadata(path) or {}
-        if upstream.get("materialization") == UPSERT_TABLE:
-            raise StreamingError(
-                "SSR308", f"{model.name} reads the upsert_table {name} as a stream",
-                f"{name} updates and deletes rows, and this model's operations cannot consume "
-                "retractions", f"Read its changelog {name}_changelog (append-only: one row per change, "
-                f"with `_op`), list {name} in config `dimensions` to join it as a table, or use a batch "
-                "model (table, incremental).")
     for name, version in (previous or {}).get("sources", {}).items():
         if name in paths:
             added_files(paths[name], version, latest_version(paths[name]))  # raises SSD401 on a remove

@@ -16,6 +16,7 @@ from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .intervals import parse_duration
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
+from .retract import rewrite_retractions
 from .upsert import RANK_INPUT, UPDATE, UpsertSpec, analyse_upsert, dedups, rewrite_dedup, rewrite_rank
 
 STREAMING_VIEW = "streaming_view"
@@ -193,15 +194,18 @@ def compile_query(
     materialization: str = STREAMING_VIEW,
     unique_key: Optional[Sequence[str]] = None,
     emit_early: bool = False,
+    changelogs: Mapping[str, str] = {},
 ) -> QueryPlan:
     """Parse, check and rewrite model ``sql`` (Flink window TVFs) into Spark SQL.
 
     ``schemas`` maps lower-case 'schema.identifier' to {column: spark type}; it must
     cover every window TVF input. ``unique_key`` and ``emit_early`` are upsert_table configs
-    (sql/upsert.py). Raises SqlError (codes SSV1xx) on invalid input.
+    (sql/upsert.py). ``changelogs`` maps the upsert_tables the query may read as streams to
+    their changelogs (sql/retract.py). Raises SqlError (codes SSV1xx) on invalid input.
     """
     delay_us = parse_watermark_delay(watermark_delay)
     tree = _parse(sql)
+    rewrite_retractions(tree, changelogs, materialization, sql)
     topns = window_topns(tree)
     found = dedups(tree, topns) if materialization == UPSERT_TABLE else []
     _check_unsupported(tree, sql, {id(t.window) for t in topns} | {id(d.window) for d in found})
