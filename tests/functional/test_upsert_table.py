@@ -98,6 +98,11 @@ class TestClicksExample:
         assert "changed outside the stream" in shown and "(watermark none)" in shown
         DeltaTable(out).update(updates={"cnt": "2"}, predicate="\"user\" = 'Mary'")
         assert run_dbt(["test"])[0].status == "pass"
+        # --full-refresh rebuilds the table and its changelog together, from the whole history
+        run_dbt(["run", "--full-refresh"])
+        assert rows(out) == [("Bob", 1), ("Liz", 1), ("Mary", 2)]
+        assert sorted((r[0], r[1], r[2]) for r in changelog(out)) == [("Bob", 1, "+I"), ("Liz", 1, "+I"), ("Mary", 2, "+I")]
+        assert run_dbt(["test"])[0].status == "pass"
 
 
 EV = "{{ source('raw', 'ev') }}"
