@@ -3,7 +3,7 @@ then seeded random inserts over several runs for each updating shape. After ever
 table equals the query run by Spark in batch over all input so far, replaying the changelog
 reproduces the table, and snapshot_equivalence passes."""
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
@@ -14,6 +14,7 @@ from dbt.adapters.spark_streaming.runtime.session import get_spark
 from dbt.adapters.spark_streaming.sql import compile_query
 
 from .helpers import commits, rows, table_path, ts
+from .test_window_tvfs import append, appends
 
 CLICKS = """
 sources:
@@ -127,25 +128,6 @@ MODELS = {
     "early_windows": ("materialized='upsert_table', watermark_delay='2 minutes', emit={'early': true}", WINDOWED, 3),
     "final_windows": ("materialized='upsert_table', watermark_delay='2 minutes'", WINDOWED, 3),
 }
-EPOCH = datetime(2020, 4, 15, 8, 0, tzinfo=timezone.utc)
-DELAY = timedelta(minutes=2)
-
-
-def appends(seed: int, versions: int = 4, per_version: int = 40) -> list[list[tuple]]:
-    """Random (ts, k, v) events over 8 keys; each version covers the next ~6 minutes, shuffled,
-    reaching back to just after the previous versions' max time - DELAY (never late)."""
-    rng = random.Random(seed)
-    out, high = [], EPOCH
-    for i in range(versions):
-        low = high - DELAY + timedelta(seconds=1) if i else EPOCH
-        span = int((EPOCH + timedelta(minutes=6 * (i + 1)) - low).total_seconds())
-        events = [(low + timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000)),
-                   rng.choice("abcdefgh"), rng.randrange(1, 100)) for _ in range(per_version)]
-        high = max(high, *(e[0] for e in events))
-        out.append(events)
-    return out
-
-
 def batch_rows(schema: str, name: str, watermark: datetime) -> list[tuple]:
     """The model's query in batch over the view `upsert_ev` (all source rows): Spark runs the SQL
     as written, except window TVFs, which run compiled (final windows: those closed)."""
@@ -169,11 +151,10 @@ class TestUpsertShapes:
                 **{f"{n}.sql": f"{{{{ config({c}) }}}}\n{sql}" for n, (c, sql, _) in MODELS.items()}}
 
     def test_table_equals_batch_and_changelog_replays_it(self, project):
-        from .test_window_tvfs import append
-
         source = table_path(project, "ev")
         ops = {name: set() for name in MODELS}
-        for events in appends(seed=5):
+        # random events over 8 keys, 4 versions of ~6 minutes, out of order but never late
+        for events in appends(seed=5, versions=4, keys="abcdefgh", minutes=6):
             append(source, events)
             results = run_dbt(["run"])
             assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {n: 0 for n in MODELS}

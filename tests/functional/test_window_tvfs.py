@@ -48,17 +48,18 @@ MODELS = {
 EPOCH = datetime(2020, 4, 15, 8, 0, tzinfo=timezone.utc)
 
 
-def appends(seed: int = 7, versions: int = 3, per_version: int = 40) -> list[list[tuple]]:
-    """Random (ts, k, v) events; each version covers the next ~12 minutes, shuffled, and may
-    reach back to just after the previous versions' max time - DELAY (the watermark), so
+def appends(seed: int = 7, versions: int = 3, per_version: int = 40, keys: str = "abc",
+            minutes: int = 12) -> list[list[tuple]]:
+    """Random (ts, k, v) events; each version covers the next `minutes` minutes, shuffled, and
+    may reach back to just after the previous versions' max time - DELAY (the watermark), so
     events are out of order but never late."""
     rng = random.Random(seed)
     out, high = [], EPOCH
     for i in range(versions):
         low = high - DELAY + timedelta(seconds=1) if i else EPOCH
-        span = int((EPOCH + timedelta(minutes=12 * (i + 1)) - low).total_seconds())
+        span = int((EPOCH + timedelta(minutes=minutes * (i + 1)) - low).total_seconds())
         events = [(low + timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000)),
-                   rng.choice("abc"), rng.randrange(1, 100)) for _ in range(per_version)]
+                   rng.choice(keys), rng.randrange(1, 100)) for _ in range(per_version)]
         high = max(high, *(e[0] for e in events))
         out.append(events)
     return out
