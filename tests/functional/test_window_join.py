@@ -144,6 +144,14 @@ class TestFlinkWindowJoinExample:
             row(1, "L1", None, None, "12:00"), row(3, "L3", 3, "R3", "12:00"), row(2, "L2", None, None, "12:05")])
         run_dbt(["test"])
 
+        # A run that reads new rows from one input only does not move the watermark: Spark keeps
+        # the per-input watermarks only while a query runs, and each `dbt run` restarts it, so an
+        # input with no new rows counts as watermark 0 under the min policy (L20 stays open).
+        append(lt, [(at("12:14"), 20, "L20")])
+        results = run_dbt(["run"])
+        assert {r.node.name: r.adapter_response["watermark"] for r in results}["flink_full"] == "2020-04-15T12:10:00.000Z"
+        assert by_str(rows(table_path(project, "flink_full"))) == FLINK_RESULT
+
         # Run 3, read at watermark 12:10: L2b (12:09, window end 12:10 <= 12:10) is dropped as
         # late; R10 (12:10:00, itself <= the watermark, but its window ends at 12:15) is kept
         # and joins L10 at once. Spark drops by window end, not by the row's own time.

@@ -144,7 +144,7 @@ def _check_same_windows(sides: Tuple[JoinSide, JoinSide], specs: Mapping[int, Wi
             "Use the same TVF and intervals on both sides of the join.", position_of(sides[1].tvf.this, sql))
 
 
-def _check_on(scope: exp.Select, join: exp.Join, sides: Tuple[JoinSide, JoinSide], sql: str) -> Tuple[exp.EQ, exp.EQ]:
+def _check_on(join: exp.Join, sides: Tuple[JoinSide, JoinSide], sql: str) -> Tuple[exp.EQ, exp.EQ]:
     """The ON conjuncts equating window_start and window_end (SSV107 if one is missing, SSV123 on
     a column not qualified by a side's alias)."""
     on = join.args.get("on")
@@ -179,13 +179,7 @@ def _window_join(scope: exp.Select, specs: Mapping[int, WindowSpec], sql: str) -
         return None
     nodes = [frm.this] + [j.this for j in joins]
     sides = [_side(n) for n in nodes]
-    if sum(s is not None for s in sides) < 2:
-        direct = [n for n in nodes if isinstance(n, WindowTVF)]
-        if len(direct) > 1:
-            raise _unsupported(
-                "this join of window TVFs is not supported", "a window TVF joined with a window TVF "
-                "must be a window join: both directly in FROM / JOIN, or each in a subquery that only "
-                "projects and filters its rows", "Write the window join as FLIP-145 shows it.", direct[1].this, sql)
+    if sum(s is not None for s in sides) < 2:  # e.g. a TVF joined with a dimension table
         return None
     if len(nodes) > 2:
         raise _unsupported("window joins of more than two inputs are not supported yet",
@@ -213,7 +207,7 @@ def _window_join(scope: exp.Select, specs: Mapping[int, WindowSpec], sql: str) -
                            "Aggregate each input before the join, or aggregate the join's model downstream.",
                            scope.args.get("group") or scope, sql)
     _check_same_windows(pair, specs, sql)
-    start, end = _check_on(scope, join, pair, sql)
+    start, end = _check_on(join, pair, sql)
     return WindowJoin(scope, join, kind, pair, start, end)
 
 
