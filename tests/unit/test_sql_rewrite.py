@@ -662,3 +662,13 @@ def test_window_join_with_a_table_is_not_a_window_join():
     plan = compile_query(f"SELECT L.num FROM {T5.format('lt')} L JOIN analytics.rt R ON L.num = R.num",
                          schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
     assert "__w = " not in plan.spark_sql and "INTERVAL '0' SECOND" not in plan.spark_sql
+
+
+def test_window_self_join_reads_its_source_once():
+    plan = compile_query(f"SELECT L.num, R.num AS r FROM {T5.format('lt')} L JOIN {T5.format('lt')} R "
+                         f"ON L.id = R.id AND {ON_BOUNDS} AND L.num < R.num", schemas=JOIN_SCHEMAS,
+                         watermark_delay="1 minute")
+    assert plan.sources == ("analytics.lt",)
+    assert plan.spark_sql == norm(f"SELECT L.num, R.num AS r FROM {SIDE.format('lt')} AS L JOIN {SIDE.format('lt')} "
+                                  "AS R ON L.id = R.id AND L.__w = R.__w AND L.num < R.num")
+    assert plan.sql_for({"analytics.lt": "v"}).count("FROM v WATERMARK") == 2
