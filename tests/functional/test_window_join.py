@@ -91,6 +91,13 @@ FROM {TUMBLE5.format(t=LT)} AS L
 LEFT JOIN {TUMBLE5.format(t=RT)} AS R
 ON L.window_start = R.window_start AND L.num = R.num AND L.window_end = R.window_end AND L.id <> 'L1'
 """
+# RIGHT, with a condition on the right input only: R4 fails it and is emitted at once.
+DIRECT_RIGHT = f"""
+SELECT L.num AS l_num, L.id AS l_id, R.num AS r_num, R.id AS r_id, R.window_start, R.window_end
+FROM {TUMBLE5.format(t=LT)} AS L
+RIGHT JOIN {TUMBLE5.format(t=RT)} AS R
+ON L.window_start = R.window_start AND L.num = R.num AND L.window_end = R.window_end AND R.id <> 'R4'
+"""
 FLINK_LEFT = [("12:02", 1, "L1"), ("12:06", 2, "L2"), ("12:03", 3, "L3")]
 FLINK_RIGHT = [("12:01", 2, "R2"), ("12:04", 3, "R3"), ("12:05", 4, "R4")]
 
@@ -112,8 +119,9 @@ FLINK_RESULT = sorted([
 class TestFlinkWindowJoinExample:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"sources.yml": SOURCES, "tests.yml": tests_yml(["flink_full", "direct_left"]),
-                "flink_full.sql": CONFIG + FLINK_FULL, "direct_left.sql": CONFIG + DIRECT_LEFT}
+        return {"sources.yml": SOURCES, "tests.yml": tests_yml(["flink_full", "direct_left", "direct_right"]),
+                "flink_full.sql": CONFIG + FLINK_FULL, "direct_left.sql": CONFIG + DIRECT_LEFT,
+                "direct_right.sql": CONFIG + DIRECT_RIGHT}
 
     def test_example_rows_batch_and_stream(self, project):
         lt, rt = table_path(project, "lt"), table_path(project, "rt")
@@ -127,10 +135,12 @@ class TestFlinkWindowJoinExample:
         # L1 fails the left-only condition L.id <> 'L1', so it is emitted at once with NULLs.
         results = run_dbt(["run"])
         assert {r.node.name: r.adapter_response["watermark"] for r in results} == {
-            "flink_full": "2020-04-15T12:04:00.000Z", "direct_left": "2020-04-15T12:04:00.000Z"}
+            n: "2020-04-15T12:04:00.000Z" for n in ("flink_full", "direct_left", "direct_right")}
         assert by_str(rows(table_path(project, "flink_full"))) == [row(3, "L3", 3, "R3", "12:00")]
         assert by_str(rows(table_path(project, "direct_left"))) == by_str([
             row(1, "L1", None, None, "12:00"), row(3, "L3", 3, "R3", "12:00")])
+        assert by_str(rows(table_path(project, "direct_right"))) == by_str([
+            row(3, "L3", 3, "R3", "12:00"), row(None, None, 4, "R4", "12:05")])
         run_dbt(["test"])
 
         # Run 2: rows with no partner move the watermark to min(12:11, 12:12) - 1 minute = 12:10,
@@ -158,7 +168,11 @@ class TestFlinkWindowJoinExample:
         append(lt, [(at("12:09"), 2, "L2b")])
         append(rt, [(at("12:10"), 10, "R10")])
         results = run_dbt(["run"])
-        assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {"flink_full": 1, "direct_left": 1}
+        assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
+            "flink_full": 1, "direct_left": 1, "direct_right": 1}
+        assert by_str(rows(table_path(project, "direct_right"))) == by_str([
+            row(3, "L3", 3, "R3", "12:00"), row(None, None, 4, "R4", "12:05"), row(None, None, 2, "R2", "12:00"),
+            row(10, "L10", 10, "R10", "12:10")])
         assert by_str(rows(table_path(project, "flink_full"))) == by_str(FLINK_RESULT + [row(10, "L10", 10, "R10", "12:10")])
         listed = run_dbt(["show", "--inline", "select * from {{ late_rows(ref('flink_full')) }}"])[0].agate_table
         assert [(r["id"], r["window_end"].strftime("%H:%M"), r["batch_watermark"].strftime("%H:%M"))
