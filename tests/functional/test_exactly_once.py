@@ -57,8 +57,8 @@ def dbt_run(project: str, fault: str | None = None) -> subprocess.CompletedProce
                           env=env, capture_output=True, text=True, timeout=600)
 
 
-def write_project(root) -> None:
-    """The dbt project under root/project, with its warehouse and source under root."""
+def write_project(root, model: str = MODEL) -> None:
+    """The dbt project under root/project (one model, per_item), with its warehouse and source under root."""
     project, source = root / "project", root / "feed" / "events"
     (project / "models").mkdir(parents=True, exist_ok=True)
     (project / "dbt_project.yml").write_text("name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n")
@@ -68,7 +68,7 @@ def write_project(root) -> None:
     (project / "models" / "sources.yml").write_text(
         "version: 2\nsources:\n  - name: feed\n    schema: feed\n    tables:\n"
         f"      - name: events\n        meta: {{location: '{source}'}}\n")
-    (project / "models" / "per_item.sql").write_text(MODEL)
+    (project / "models" / "per_item.sql").write_text(model)
 
 
 @pytest.fixture(scope="module")

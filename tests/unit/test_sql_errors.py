@@ -181,9 +181,10 @@ def test_window_aggregate_needs_watermark_delay():
     assert info.value.code == "SSV105"
     assert "watermark_delay" in str(info.value)
     assert info.value.position == (1, sql.index("GROUP BY window_start") + 10)  # first key
-    # upsert_table does not need one; streaming_view projections neither
-    plan = compile_query(sql, schemas=SCHEMAS, watermark_delay=None, materialization="upsert_table")
-    assert plan.kind == "append"
+    # upsert_table needs one too (windows close by the watermark); streaming_view projections do not
+    with pytest.raises(SqlError) as info:
+        compile_query(sql, schemas=SCHEMAS, watermark_delay=None, materialization="upsert_table")
+    assert info.value.code == "SSV105"
     compile_query(f"SELECT * FROM TABLE(TUMBLE({T}, INTERVAL '1' MINUTE))", schemas=SCHEMAS,
                   watermark_delay=None)
 
@@ -255,7 +256,8 @@ def test_window_topn_needs_watermark_delay():
         compile_query(sql, schemas=SCHEMAS, watermark_delay=None)
     assert info.value.code == "SSV105"
     assert info.value.position == (1, sql.index("ROW_NUMBER") + 1)
-    assert compile_query(sql, schemas=SCHEMAS, watermark_delay=None, materialization="upsert_table").kind == "append"
+    with pytest.raises(SqlError) as info:
+        compile_query(sql, schemas=SCHEMAS, watermark_delay=None, materialization="upsert_table")
 
 
 # --- Window joins: same windows on both sides, both bounds in ON, qualified ON columns.

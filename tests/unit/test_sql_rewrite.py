@@ -3,7 +3,7 @@
 import pytest
 import sqlglot
 
-from dbt.adapters.spark_streaming.sql import SparkStreaming, WindowSpec, compile_query
+from dbt.adapters.spark_streaming.sql import SparkStreaming, SqlError, WindowSpec, compile_query
 
 SCHEMAS = {
     "analytics.bids": {"bidtime": "timestamp", "price": "double", "item": "string"},
@@ -239,15 +239,13 @@ def test_plan_metadata():
     "sql",
     [
         "SELECT item, COUNT(*) FROM analytics.bids GROUP BY item",
-        "SELECT COUNT(*) FROM analytics.bids",
         "SELECT DISTINCT item FROM analytics.bids",
         f"SELECT item, COUNT(*) FROM {TUMBLE} GROUP BY item",
-        "SELECT item FROM analytics.bids UNION SELECT name FROM analytics.items",
     ],
 )
 def test_updating_allowed_in_upsert_table(sql):
     plan = compile_(sql, delay=None, materialization="upsert_table")
-    assert plan.kind == "updating"
+    assert plan.kind == "updating" and plan.upsert.unique_key == ("item",)
 
 
 def test_sql_for_binds_sources():
@@ -469,7 +467,10 @@ def test_session_group_keys_may_be_qualified():
 
 def test_session_in_upsert_table():
     sql = f"SELECT item, COUNT(*) FROM {SES} GROUP BY item"
-    assert compile_(sql, delay=None, materialization="upsert_table").kind == "updating"
+    assert compile_(sql, materialization="upsert_table").kind == "updating"
+    with pytest.raises(SqlError) as info:  # SESSION rows are closed by the watermark
+        compile_(sql, delay=None, materialization="upsert_table")
+    assert info.value.code == "SSV105"
 
 
 # Window Top-N / deduplication: ROW_NUMBER() over the rows of a window TVF, filtered by rownum.
@@ -559,7 +560,9 @@ def test_window_topn_is_found_by_the_oracle():
 def test_window_topn_in_a_cte_and_in_upsert_table():
     plan = compile_(f"WITH top AS ({topn()}) SELECT item, price FROM top")
     assert "GROUP BY __w)) WHERE rownum <= 3) SELECT item, price FROM top" in plan.spark_sql
-    assert compile_(topn(), materialization="upsert_table").kind == "append"
+    plan = compile_(topn(), materialization="upsert_table")
+    assert (plan.kind, plan.output_mode) == ("append", "append")
+    assert plan.upsert.unique_key == ("window_start", "window_end", "rownum")
 
 
 # --- Window joins (sql/joins.py): each side keeps its window struct __w, the join is on it.

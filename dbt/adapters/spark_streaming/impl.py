@@ -56,14 +56,14 @@ class SparkStreamingAdapter(SparkAdapter):
         return load_seed(catalog, relation.schema, relation.identifier, agate_table, types)
 
     @available.parse_none
-    def run_streaming_view(self, relation: BaseRelation, sql: str, config: dict, full_refresh: bool) -> Any:
-        """Bring the streaming_view's Delta table up to date (see runtime/streaming.py)."""
+    def run_streaming_model(self, relation: BaseRelation, sql: str, config: dict, full_refresh: bool,
+                            materialization: str) -> Any:
+        """Bring a streaming_view's or upsert_table's Delta table up to date (runtime/streaming.py)."""
         from .runtime.streaming import StreamingModel, run_streaming_model
 
         spark, catalog = self._session()
         model = StreamingModel(schema=relation.schema, identifier=relation.identifier, sql=sql,
-                               config=config, full_refresh=full_refresh,
-                               materialization="streaming_view")
+                               config=config, full_refresh=full_refresh, materialization=materialization)
         return run_streaming_model(spark, catalog, model)
 
     @available.parse_none

@@ -72,8 +72,8 @@ class BatchCommitter:
         last = DeltaTable(self.path).transaction_version(self.app_id)
         return last is not None and batch_id <= last
 
-    def commit(self, table: pa.Table, batch_id: int, metadata: dict) -> None:
-        """Append `table` as the commit of `batch_id`."""
+    def commit(self, table: pa.Table, batch_id: int, metadata: dict) -> int:
+        """Append `table` as the commit of `batch_id`; returns the number of rows written."""
         table = table.cast(self.schema)
         fault_point("before_write", batch_id)
         actions = []
@@ -90,3 +90,4 @@ class BatchCommitter:
                 app_transactions=[Transaction(self.app_id, batch_id)],
                 custom_metadata={META_KEY: json.dumps(metadata)}))
         fault_point("after_delta_commit", batch_id)
+        return table.num_rows

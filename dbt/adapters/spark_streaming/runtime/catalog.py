@@ -16,6 +16,7 @@ import threading
 
 from ..delta import types
 from ..delta.source import bound_source
+from ..delta.upsert import changelog_path
 
 _locations: dict[tuple[str, str], str] = {}  # (schema, identifier) -> path, from source meta
 _lock = threading.Lock()
@@ -82,10 +83,18 @@ class Catalog:
                     for identifier in sorted(os.listdir(sdir)):
                         if is_delta(os.path.join(sdir, identifier)):
                             self.bind(schema, identifier)
+                            self.bind_changelog(schema, identifier)
             self.bind_registered()
             from .views import restore_views  # `view` models, kept as SQL in the warehouse
 
             restore_views(self)
+
+    def bind_changelog(self, schema: str, identifier: str) -> None:
+        """Bind an upsert_table's changelog (kept inside its table) as `<identifier>_changelog`."""
+        path = changelog_path(self.location(schema, identifier))
+        if is_delta(path):
+            register_location(schema, f"{identifier}_changelog", path)
+            self.bind(schema, f"{identifier}_changelog")
 
     def bind_registered(self) -> None:
         """Bind source locations registered since the last call (cheap when none are new)."""

@@ -16,7 +16,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .. import sql as sqlfront
 from ..delta.sink import commit_history
 from ..delta.source import FORMAT, latest_version
 from ..errors import StreamingError
@@ -24,6 +23,9 @@ from .catalog import Catalog
 
 SAMPLE_ROWS = 5
 MAX_TOLERANCE_PAIRING = 100_000  # differing rows paired in Python when float_tolerance is set
+
+
+QUERY_CONFIG = ("watermark_delay", "unique_key", "emit")  # the configs that shape the compiled query
 
 
 def query_file(target: str, fingerprint: str) -> str:
@@ -37,8 +39,8 @@ def save_query(target: str, plan, sql: str, config: dict, materialization: str) 
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as fh:
-        json.dump({"sql": sql, "watermark_delay": config.get("watermark_delay"),
-                   "materialization": materialization, "dimensions": config.get("dimensions") or []}, fh)
+        json.dump({"sql": sql, "materialization": materialization, "dimensions": config.get("dimensions") or [],
+                   **{k: config.get(k) for k in QUERY_CONFIG}}, fh)
     os.replace(path + ".tmp", path)
 
 
@@ -55,7 +57,7 @@ def _batches(target: str, at_version: Optional[int]) -> list[dict]:
 
 
 def _plan(catalog: Catalog, target: str, fingerprint: str):
-    from .streaming import _Schemas
+    from .streaming import StreamingModel, compile_model
 
     try:
         with open(query_file(target, fingerprint)) as fh:
@@ -72,9 +74,9 @@ def _plan(catalog: Catalog, target: str, fingerprint: str):
             "not record, so no single batch query reproduces the table",
             "Remove the snapshot_equivalence test from this model; test the dimension join with "
             "ordinary dbt tests.")
-    plan = sqlfront.compile_query(query["sql"], schemas=_Schemas(catalog),
-                                  watermark_delay=query["watermark_delay"],
-                                  materialization=query["materialization"])
+    plan = compile_model(catalog, StreamingModel(
+        schema="", identifier=target, sql=query["sql"], config={k: query.get(k) for k in QUERY_CONFIG},
+        full_refresh=False, materialization=query["materialization"]))
     if plan.fingerprint != fingerprint:
         raise StreamingError(
             "SST503", f"the query of {target} compiles differently than when its table was built",

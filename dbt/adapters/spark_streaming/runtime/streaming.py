@@ -21,15 +21,17 @@ from dbt.adapters.events.logging import AdapterLogger
 from .. import sql as sqlfront
 from ..delta import types
 from ..delta.sink import BatchCommitter, create_table, last_metadata
+from ..delta.upsert import UpsertCommitter, create_changelog
 from ..delta.source import FORMAT, added_files, latest_version
 from ..errors import StreamingError, config_error
 from .catalog import Catalog, is_delta
-from . import lifecycle
+from . import lifecycle, upsert
 from .equivalence import late_rows, query_file, save_query
 
 logger = AdapterLogger("SparkStreaming")
 
 TRIGGERS = ("available_now",)
+UPSERT_TABLE = upsert.UPSERT_TABLE
 
 
 @dataclass
@@ -141,16 +143,24 @@ def _query_id(checkpoint: str) -> str:
         return json.load(fh)["id"]
 
 
+def compile_model(catalog: Catalog, model: StreamingModel):
+    """The model's QueryPlan (sql/), with SQL errors raised as StreamingError."""
+    try:
+        return sqlfront.compile_query(model.sql, schemas=_Schemas(catalog),
+                                      watermark_delay=model.config.get("watermark_delay"),
+                                      materialization=model.materialization,
+                                      unique_key=upsert.unique_key(model.config),
+                                      emit_early=upsert.emit_early(model.config, model.materialization),
+                                      changelogs=upsert.Changelogs(catalog, model.config.get("dimensions")))
+    except sqlfront.SqlError as exc:
+        raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None
+
+
 def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> StreamingAdapterResponse:
     """Bring `model`'s Delta table up to date with its sources (available-now trigger)."""
     started = time.time()
     _trigger(model.config)
-    try:
-        plan = sqlfront.compile_query(model.sql, schemas=_Schemas(catalog),
-                                      watermark_delay=model.config.get("watermark_delay"),
-                                      materialization=model.materialization)
-    except sqlfront.SqlError as exc:
-        raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None
+    plan = compile_model(catalog, model)
     with lifecycle.model_lock(catalog.warehouse, model.name):
         return _run(spark, catalog, model, plan, started)
 
@@ -172,9 +182,10 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
             raise StreamingError(
                 "SSR302", f"source {name} of {model.name} has no Delta table", f"nothing at {paths[name]}",
                 "Run `dbt seed` / the upstream model first, or set the source's `meta: {location: ...}`.")
-    previous = _check_state(model, plan, build, checkpoint, paths) or {}
+    dimensions = _dimensions(model, plan)
+    previous = _check_state(model, plan, build, checkpoint, {n: p for n, p in paths.items() if n not in dimensions}) or {}
 
-    bindings, dimensions = {}, _dimensions(model, plan)
+    bindings = {}
     for i, (name, path) in enumerate(paths.items()):
         view = f"__dss_{model.schema}_{model.identifier}_{i}"
         if name in dimensions:  # a table, read at its latest version when each micro-batch runs
@@ -189,33 +200,44 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
                              str(exc).splitlines()[0], "Fix the model SQL; nothing was started or written.") from None
 
     save_query(build, plan, model.sql, dict(model.config), model.materialization)  # for snapshot_equivalence
-    columns = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+    keep = plan.upsert.keep_column if plan.upsert else None
+    ranked = plan.upsert is not None and plan.upsert.rank_sql is not None
+    schema = upsert.ranked(plan, spark.createDataFrame([], df.schema), model.name).schema if ranked else df.schema
+    columns = [(f.name, f.dataType.simpleString()) for f in schema.fields if f.name != keep]
     arrow_schema = types.arrow_schema(columns)
+    keys = upsert.key_columns(plan, [c for c, _ in columns])
     base_meta = {"fingerprint": plan.fingerprint, "model": model.name, "materialization": model.materialization}
     written = {"rows": 0, "commits": 0, "replayed": 0}
     run_batches: list[dict] = []  # sources and watermark of each batch committed by this run
-    committer: list[BatchCommitter] = []
+    committer: list[BatchCommitter | UpsertCommitter] = []
+
+    def create() -> None:
+        create_table(build, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
+        if keys:
+            create_changelog(build, arrow_schema)
 
     def sink(batch_df, batch_id: int) -> None:
         if not is_delta(build):
-            create_table(build, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
+            create()
         if not committer:
-            committer.append(BatchCommitter(build, f"dbt-spark-streaming-{_query_id(checkpoint)}", arrow_schema))
+            app_id = f"dbt-spark-streaming-{_query_id(checkpoint)}"
+            committer.append(UpsertCommitter(build, app_id, arrow_schema, keys, keep) if keys
+                             else BatchCommitter(build, app_id, arrow_schema))
         if committer[0].committed(batch_id):
             # Replay of a batch already in Delta: Spark (4.2+) still needs the plan executed.
             batch_df.write.format("noop").mode("overwrite").save()
             written["replayed"] += 1
             return
         versions, watermark_ms = _read_offsets(checkpoint, batch_id)
-        table = batch_df.toArrow()
-        committer[0].commit(table, batch_id, {**base_meta, "batch_id": batch_id, "sources": versions,
-                                              "watermark_ms": watermark_ms, "watermark": _iso(watermark_ms)})
-        written["rows"] += table.num_rows
+        rows = upsert.rerank(plan, batch_df, build, keys, model.name) if ranked else batch_df.toArrow()
+        meta = {**base_meta, "batch_id": batch_id, "sources": versions, "watermark_ms": watermark_ms,
+                "watermark": _iso(watermark_ms) if plan.watermark_delay_us is not None else None}
+        written["rows"] += committer[0].commit(rows, batch_id, meta)
         written["commits"] += 1
         run_batches.append({"sources": versions, "watermark_ms": watermark_ms})
 
     query = (df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
-             .outputMode("append").foreachBatch(sink).trigger(availableNow=True)
+             .outputMode(plan.output_mode).foreachBatch(sink).trigger(availableNow=True)
              .option("checkpointLocation", checkpoint).start())
     try:
         query.awaitTermination()
@@ -226,10 +248,12 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
                              "batch, nothing is lost or duplicated.") from None
     if model.full_refresh:
         if not is_delta(build):  # no source rows at all: the rebuilt table is empty
-            create_table(build, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
+            create()
         lifecycle.swap_in(catalog.warehouse, model.name, build, target)
         logger.info(f"{model.name}: --full-refresh rebuilt the table from the sources' full history")
     catalog.bind(model.schema, model.identifier)
+    if keys:
+        catalog.bind_changelog(model.schema, model.identifier)
 
     rows, versions, late, watermark = _summarise(query.recentProgress)
     if late:
@@ -242,7 +266,8 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
         batches=written["commits"] + written["replayed"], rows_written=written["rows"], late_rows=late,
         watermark=watermark, duration_s=round(time.time() - started, 2))
     logger.info(_log_line(model, response, paths))
-    response._message = (f"{response.rows_written} rows written, {rows} read" if response.batches
+    written_what = "changes" if model.materialization == UPSERT_TABLE else "rows written"
+    response._message = (f"{response.rows_written} {written_what}, {rows} read" if response.batches
                          else "no new data")
     return response
 
@@ -252,8 +277,10 @@ def _log_line(model: StreamingModel, r: StreamingAdapterResponse, paths: dict[st
         at = ", ".join(f"{n} at v{latest_version(p)}" for n, p in paths.items())
         return f"{model.name}: no new data ({at}); nothing committed"
     read = ", ".join(f"{n} v{a}..v{b}" for n, (a, b) in r.versions_read.items()) or "no new versions"
-    return (f"{model.name}: read {r.rows_read} rows ({read}) in {r.batches} batches, wrote {r.rows_written} "
-            f"rows, {r.late_rows} late rows dropped, watermark {r.watermark or 'none'}, {r.duration_s}s")
+    wrote = (f"{r.rows_written} changes (changelog)" if model.materialization == UPSERT_TABLE
+             else f"{r.rows_written} rows")
+    return (f"{model.name}: read {r.rows_read} rows ({read}) in {r.batches} batches, wrote {wrote}, "
+            f"{r.late_rows} late rows dropped, watermark {r.watermark or 'none'}, {r.duration_s}s")
 
 
 def _dimensions(model: StreamingModel, plan) -> set[str]:

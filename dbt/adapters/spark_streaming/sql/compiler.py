@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
-from typing import List, Mapping, Optional, Set, Tuple
+from dataclasses import dataclass, field, replace
+from typing import List, Mapping, Optional, Sequence, Set, Tuple
 
 import sqlglot
 from sqlglot import exp
@@ -17,6 +17,8 @@ from .errors import SqlError
 from .intervals import parse_duration
 from .joins import window_joins
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
+from .retract import rewrite_retractions
+from .upsert import RANK_INPUT, UPDATE, UpsertSpec, analyse_upsert, dedups, rewrite_dedup, rewrite_rank
 
 STREAMING_VIEW = "streaming_view"
 UPSERT_TABLE = "upsert_table"
@@ -32,7 +34,14 @@ class QueryPlan:
     windows: Tuple[WindowSpec, ...]
     watermark_delay_us: Optional[int]
     fingerprint: str
+    upsert: Optional[UpsertSpec] = None  # how an upsert_table maintains it (None: streaming_view)
     _tree: exp.Expr = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+    _oracle: Optional[exp.Expr] = field(repr=False, compare=False, default=None)  # Top-N: the whole query
+
+    @property
+    def output_mode(self) -> str:
+        """Spark's output mode: 'update' for updating upsert_table queries, else 'append'."""
+        return self.upsert.output_mode if self.upsert else "append"
 
     def sql_for(self, bindings: Mapping[str, str]) -> str:
         """``spark_sql`` with each source ``name`` replaced by the identifier ``bindings[name]``.
@@ -46,16 +55,27 @@ class QueryPlan:
     def emitted_sql(self, bindings: Mapping[str, str], watermark_us: int) -> str:
         """Batch SQL giving exactly what the stream emitted up to a batch with watermark
         ``watermark_us``, over bound inputs that carry each row's batch watermark in column
-        ``oracle.LATE_COLUMN`` (see sql/oracle.py for Spark's rule)."""
-        return _generate(oracle.emitted(self._bound(bindings), watermark_us))
+        ``oracle.LATE_COLUMN`` (see sql/oracle.py for Spark's rule). In update mode every
+        group is emitted (open windows too), and HAVING (``__keep``) decides which are kept."""
+        if self._oracle is not None:  # a Top-N without a window: no watermark, nothing late
+            return _generate(self._bound(bindings, self._oracle))
+        updating = self.output_mode == UPDATE
+        tree = oracle.emitted(self._bound(bindings), watermark_us, closed=not updating)
+        if updating and self.upsert.keep_column:
+            tree = oracle.kept(tree, self.upsert.keep_column)
+        return _generate(tree)
 
     def late_rows_sql(self, bindings: Mapping[str, str]) -> List[str]:
         """Per window aggregate, batch SQL listing the input rows the stream dropped as late
         (inputs bound as for ``emitted_sql``)."""
         return [_generate(q) for q in oracle.late_rows(self._bound(bindings))]
 
-    def _bound(self, bindings: Mapping[str, str]) -> exp.Expr:
-        tree = self._tree.copy() if self._tree is not None else _parse(self.spark_sql)
+    def rank_sql_for(self, view: str) -> str:
+        """A Top-N's re-ranking query (sql/upsert.py rewrite_rank) over the view ``view``."""
+        return _generate(self._bound({RANK_INPUT: view}, _parse(self.upsert.rank_sql)))
+
+    def _bound(self, bindings: Mapping[str, str], tree: Optional[exp.Expr] = None) -> exp.Expr:
+        tree = (tree or self._tree).copy() if (tree or self._tree) is not None else _parse(self.spark_sql)
         lowered = {k.lower(): v for k, v in bindings.items()}
         for table in _source_tables(tree):
             key = table_key(table)
@@ -173,16 +193,23 @@ def compile_query(
     schemas: Mapping[str, Mapping[str, str]],
     watermark_delay: Optional[str],
     materialization: str = STREAMING_VIEW,
+    unique_key: Optional[Sequence[str]] = None,
+    emit_early: bool = False,
+    changelogs: Mapping[str, str] = {},
 ) -> QueryPlan:
     """Parse, check and rewrite model ``sql`` (Flink window TVFs) into Spark SQL.
 
     ``schemas`` maps lower-case 'schema.identifier' to {column: spark type}; it must
-    cover every window TVF input. Raises SqlError (codes SSV1xx) on invalid input.
+    cover every window TVF input. ``unique_key`` and ``emit_early`` are upsert_table configs
+    (sql/upsert.py). ``changelogs`` maps the upsert_tables the query may read as streams to
+    their changelogs (sql/retract.py). Raises SqlError (codes SSV1xx) on invalid input.
     """
     delay_us = parse_watermark_delay(watermark_delay)
     tree = _parse(sql)
+    rewrite_retractions(tree, changelogs, materialization, sql)
     topns = window_topns(tree)
-    _check_unsupported(tree, sql, {id(t.window) for t in topns})
+    found = dedups(tree, topns) if materialization == UPSERT_TABLE else []
+    _check_unsupported(tree, sql, {id(t.window) for t in topns} | {id(d.window) for d in found})
     rewrite_distinct_counts(tree)
     tvfs = list(tree.find_all(WindowTVF))
     tvfs.sort(key=lambda t: t.this.meta.get("start", 0))
@@ -197,23 +224,35 @@ def compile_query(
                 "cannot hold", why + "; a streaming_view only appends rows that never change",
                 "Use materialized='upsert_table' for updating results, or aggregate over a "
                 "window TVF grouped by window_start and window_end.", position_of(node, sql))
-        if (cls.aggregating or topns) and delay_us is None:
-            raise SqlError(
-                "SSV105", "window aggregate without a watermark delay",
-                "a streaming_view emits each window once, when the watermark passes the window's "
-                "end, so it needs to know how late rows may arrive",
-                "Set watermark_delay in the model config (e.g. watermark_delay='1 minute').",
-                position_of(next(iter(cls.window_aggregates.values()), tree).args.get("group")
-                            or (topns[0].window if topns else None), sql))
+    upsert = analyse_upsert(tree, cls, found, topns, sql, unique_key, emit_early) if materialization == UPSERT_TABLE else None
+    windowed = cls.window_aggregates or topns or any(t.function == "SESSION" for t in tvfs)
+    if ((cls.aggregating or topns) if upsert is None else windowed) and delay_us is None:
+        raise SqlError(
+            "SSV105", "window aggregate without a watermark delay",
+            "a window is complete, emitted finally and dropped from state when the watermark passes "
+            "its end, so the stream needs to know how late rows may arrive",
+            "Set watermark_delay in the model config (e.g. watermark_delay='1 minute').",
+            position_of(next(iter(cls.window_aggregates.values()), tree).args.get("group")
+                        or (topns[0].window if topns else None), sql))
+    for dedup in found:
+        if dedup.limit == 1:
+            rewrite_dedup(dedup, schemas, sql)
     sources = _normalize_sources(tree)
     rewrite_tvfs(tvfs, specs, cls.window_aggregates, schemas, delay_us, {id(t.tvf): t for t in topns}, joins)
+    ranked = None
+    if found and found[0].limit > 1:
+        tree, rank, ranked = rewrite_rank(tree, found[0], schemas, sql)
+        upsert = replace(upsert, rank_sql=_generate(rank))
     spark_sql = _generate(tree)
+    identity = spark_sql if upsert is None else f"{spark_sql}\n{upsert}"  # the key and mode too
     return QueryPlan(
         spark_sql=spark_sql,
         sources=sources,
-        kind=cls.kind,
+        kind="updating" if upsert and upsert.output_mode == UPDATE else cls.kind,
         windows=tuple(specs),
         watermark_delay_us=delay_us,
-        fingerprint=hashlib.sha256(spark_sql.encode("utf-8")).hexdigest(),
+        fingerprint=hashlib.sha256(identity.encode("utf-8")).hexdigest(),
+        upsert=upsert,
         _tree=tree,
+        _oracle=ranked,
     )

@@ -130,22 +130,35 @@ def _join_emitted(scope: exp.Select, join: exp.Join, left: str, right: str, wate
     scope.set("where", exp.Where(this=exp.and_(where.this, exp.Paren(this=closed)) if where else closed))
 
 
-def emitted(tree: exp.Expr, watermark_us: int) -> exp.Expr:
+def emitted(tree: exp.Expr, watermark_us: int, closed: bool = True) -> exp.Expr:
     """A copy of the rewritten ``tree`` that computes exactly what the stream emitted up to a
-    batch whose watermark was ``watermark_us``, over inputs carrying LATE_COLUMN."""
+    batch whose watermark was ``watermark_us``, over inputs carrying LATE_COLUMN. ``closed``:
+    only windows the watermark closed (append mode); in update mode open windows are emitted
+    too, and only the late-row rule applies."""
     tree = tree.copy()
     for scope, join, left, right in window_joins(tree):
         for derived in _windowed_inputs(scope.args["from_"].this) + _windowed_inputs(join.this):
             _drop_late(derived)
-        _join_emitted(scope, join, left, right, watermark_us)
+        if closed:
+            _join_emitted(scope, join, left, right, watermark_us)
     for scope, derived in window_aggregates(tree):
         _drop_late(derived)
+        if not closed:
+            continue
         # MAX(): a predicate on the grouping key would be pushed below the aggregate by Spark's
         # optimizer, and for SESSION that is before the rows' windows merge into sessions.
         closed = exp.LTE(this=exp.Max(this=_window_end()), expression=_micros(watermark_us))
         having = scope.args.get("having")
         scope.set("having", exp.Having(this=exp.and_(having.this, closed) if having else closed))
     return tree
+
+
+def kept(tree: exp.Expr, keep_column: str) -> exp.Expr:
+    """``SELECT * EXCEPT (keep) FROM (tree) WHERE keep``: the rows an update-mode sink keeps,
+    HAVING having become the projected boolean ``keep_column`` (sql/upsert.py)."""
+    star = exp.Star(except_=[exp.column(keep_column)])
+    return exp.select(star).from_(exp.Subquery(this=tree, alias=exp.TableAlias(
+        this=exp.to_identifier("__kept")))).where(exp.column(keep_column))
 
 
 def late_rows(tree: exp.Expr) -> List[exp.Select]:

@@ -1,0 +1,112 @@
+"""Benchmark: refreshing an upsert_table after a 1% append, against recomputing it in batch.
+
+What it measures, for each history size H (events already maintained):
+  * refresh:  `dbt run` of the upsert_table model (GROUP BY user: count, sum, max time) after
+              H/100 new events were appended as one Delta version (in process, dbtRunner);
+  * full:     `dbt run` of a `table` model with the same SQL, which recomputes the query over
+              the whole snapshot and writes it to Delta: what a scheduled batch model does.
+Both in the same process and SparkSession; each repeat appends another 1% and alternates the
+order. Prints medians and the ratio refresh / full (target: <= 5%, flat as H grows).
+
+Run (from the repo root, with the project venv):
+  .venv/bin/python bench/bench_upsert.py [--history 1000000 10000000] [--users 100000] [--repeat 3]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+WORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "work", "upsert")
+PROJECT = os.path.join(WORK, "project")
+WAREHOUSE = os.path.join(WORK, "warehouse")
+CLICKS = os.path.join(WAREHOUSE, "bench", "clicks")
+SQL = ("SELECT user_id, COUNT(*) AS n, SUM(amount) AS total, MAX(ts) AS last_ts\n"
+       "FROM {{ source('bench', 'clicks') }} GROUP BY user_id\n")
+FILES = {
+    "dbt_project.yml": "name: bench_upsert\nversion: '1.0'\nconfig-version: 2\nprofile: bench\n",
+    "profiles.yml": ("bench:\n  target: local\n  outputs:\n    local:\n      type: spark_streaming\n"
+                     f"      method: session\n      schema: bench\n      warehouse_path: {WAREHOUSE}\n      threads: 1\n"),
+    "models/sources.yml": "version: 2\nsources:\n  - name: bench\n    schema: bench\n    tables: [{name: clicks}]\n",
+    "models/clicks_per_user.sql": "{{ config(materialized='upsert_table') }}\n" + SQL,
+    "models/clicks_per_user_batch.sql": "{{ config(materialized='table') }}\n" + SQL,
+}
+
+
+def events(n: int, users: int, start_s: int, rng) -> pa.Table:
+    ts = (1_586_937_600 + start_s + np.arange(n) * 3600 // max(n, 1)) * 1_000_000
+    return pa.table({
+        "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+        "user_id": pa.array(rng.integers(0, users, n), pa.int64()),
+        "amount": pa.array(np.round(rng.uniform(1, 100, n), 2)),
+    })
+
+
+def dbt(*args: str) -> float:
+    from dbt.cli.main import dbtRunner
+
+    t0 = time.perf_counter()
+    res = dbtRunner().invoke(["--quiet", *args, "--project-dir", PROJECT, "--profiles-dir", PROJECT])
+    if not res.success:
+        sys.exit(f"FAIL: dbt {' '.join(args)}: {res.exception or [r.message for r in res.result]}")
+    return time.perf_counter() - t0
+
+
+def same_rows() -> int:
+    """The upsert table equals the batch table (compared as sorted rows); returns the row count."""
+    a = DeltaTable(os.path.join(WAREHOUSE, "bench", "clicks_per_user")).to_pandas().sort_values("user_id")
+    b = DeltaTable(os.path.join(WAREHOUSE, "bench", "clicks_per_user_batch")).to_pandas().sort_values("user_id")
+    if not (len(a) == len(b) and (a["user_id"].values == b["user_id"].values).all()
+            and (a["n"].values == b["n"].values).all() and np.allclose(a["total"], b["total"])):
+        sys.exit("FAIL: the upsert table differs from the batch table")
+    return len(a)
+
+
+def bench(history: int, users: int, repeat: int) -> dict:
+    shutil.rmtree(WORK, ignore_errors=True)
+    for name, text in FILES.items():
+        os.makedirs(os.path.dirname(os.path.join(PROJECT, name)), exist_ok=True)
+        with open(os.path.join(PROJECT, name), "w") as fh:
+            fh.write(text)
+    os.chdir(PROJECT)
+    rng = np.random.default_rng(7)
+    step = 10_000_000
+    for i, chunk in enumerate(np.array_split(np.arange(history), max(history // step, 1))):
+        write_deltalake(CLICKS, events(len(chunk), users, i * 3600, rng), mode="append")
+    initial = dbt("run", "-s", "clicks_per_user")
+    times: dict[str, list[float]] = {"refresh": [], "full": []}
+    for i in range(repeat + 1):  # the first round warms up
+        write_deltalake(CLICKS, events(history // 100, users, (100 + i) * 3600, rng), mode="append")
+        order = [("refresh", "clicks_per_user"), ("full", "clicks_per_user_batch")]
+        for name, model in (order if i % 2 == 0 else order[::-1]):
+            took = dbt("run", "-s", model)
+            if i:
+                times[name].append(took)
+    rows = same_rows()
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"H={history:,} events, {rows:,} users (initial build {initial:.1f} s), +1% per refresh, medians of {repeat}:")
+    print(f"  upsert_table refresh: {med['refresh']:.2f} s")
+    print(f"  full batch recompute: {med['full']:.2f} s")
+    print(f"  ratio refresh / full: {med['refresh'] / med['full']:.1%}")
+    return med
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--history", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--users", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    for h in args.history:
+        bench(h, args.users, args.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""What an upsert_table adds to running a streaming model (runtime/streaming.py): its
+configs, its key columns, and the re-ranking of a Top-N's micro-batches. The MERGE and the
+changelog are delta/upsert.py's; the query shapes sql/upsert.py's."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..delta.source import FORMAT
+from ..delta.upsert import changelog_path
+from ..errors import config_error
+from .catalog import is_delta, register_location
+
+UPSERT_TABLE = "upsert_table"
+
+
+class Changelogs(Mapping):
+    """Upsert tables by name -> the name of their changelog (registered, so that it binds), for
+    sql/retract.py; the tables a model joins as tables (config `dimensions`) are left out."""
+
+    def __init__(self, catalog, dimensions=None):
+        self.catalog, self.dimensions = catalog, {str(d).lower() for d in dimensions or []}
+
+    def __getitem__(self, name: str) -> str:
+        schema, _, identifier = name.rpartition(".")
+        path = changelog_path(self.catalog.location(schema or "default", identifier))
+        if self.dimensions & {name, identifier} or not is_delta(path):
+            raise KeyError(name)
+        register_location(schema or "default", f"{identifier}_changelog", path)
+        return f"{schema}.{identifier}_changelog" if schema else f"{identifier}_changelog"
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def unique_key(config: Mapping[str, Any]) -> list[str] | None:
+    """Config `unique_key` as a list of column names (None if not set)."""
+    key = config.get("unique_key")
+    if key is None or key == []:
+        return None
+    keys = [key] if isinstance(key, str) else key
+    if not isinstance(keys, (list, tuple)) or not all(isinstance(k, str) and k for k in keys):
+        raise config_error("unique_key", key, "a column name or a list of column names")
+    return list(keys)
+
+
+def emit_early(config: Mapping[str, Any], materialization: str) -> bool:
+    """Config `emit`: True for {early: true} (upsert_table window aggregates), else final."""
+    emit = config.get("emit")
+    if emit is None or emit == "final":
+        return False
+    if materialization == UPSERT_TABLE and isinstance(emit, Mapping) and set(emit) <= {"early", "update_every"} \
+            and isinstance(emit.get("early", False), bool):
+        return emit.get("early", False)
+    raise config_error("emit", emit, "'final' or {early: true, update_every: '<interval>'} (upsert_table only)")
+
+
+def key_columns(plan, columns: list[str]) -> list[str]:
+    """The upsert table's key columns, as named in the result ([] for a streaming_view)."""
+    if plan.upsert is None:
+        return []
+    by_name = {c.lower(): c for c in columns}
+    missing = [k for k in plan.upsert.unique_key if k.lower() not in by_name]
+    if missing:
+        raise config_error("unique_key", list(plan.upsert.unique_key),
+                           "columns of the model's result: " + ", ".join(columns))
+    return [by_name[k.lower()] for k in plan.upsert.unique_key]
+
+
+def ranked(plan, rows, name: str):
+    """A Top-N's ranking query (sql/upsert.py rewrite_rank) over the DataFrame `rows` (in its
+    own session: foreachBatch hands batches in a session of their own)."""
+    view = f"__dss_rank_{name.replace('.', '_')}"
+    rows.createOrReplaceTempView(view)
+    return rows.sparkSession.sql(plan.rank_sql_for(view))
+
+
+def rerank(plan, new_df, path: str, keys: list[str], name: str):
+    """A Top-N's micro-batch: its new rows and the table's rows of the partition keys they
+    touch, re-ranked; the key is (partition keys..., rank)."""
+    partition = keys[:-1]
+    current = new_df.sparkSession.read.format(FORMAT).load(path).select(*new_df.columns)
+    touched = new_df.select(*partition).distinct()
+    current = current.join(touched, [current[k].eqNullSafe(touched[k]) for k in partition], "left_semi")
+    return ranked(plan, new_df.unionByName(current), name).toArrow()
