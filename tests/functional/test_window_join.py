@@ -31,7 +31,7 @@ LT, RT = "{{ source('raw', 'lt') }}", "{{ source('raw', 'rt') }}"
 COLUMNS = {"row_time": "timestamp", "num": "bigint", "id": "string"}
 
 
-def tests_yml(models) -> str:
+def models_yml(models) -> str:
     return "models:\n" + "".join(f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in models)
 
 
@@ -119,7 +119,7 @@ FLINK_RESULT = sorted([
 class TestFlinkWindowJoinExample:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"sources.yml": SOURCES, "tests.yml": tests_yml(["flink_full", "direct_left", "direct_right"]),
+        return {"sources.yml": SOURCES, "tests.yml": models_yml(["flink_full", "direct_left", "direct_right"]),
                 "flink_full.sql": CONFIG + FLINK_FULL, "direct_left.sql": CONFIG + DIRECT_LEFT,
                 "direct_right.sql": CONFIG + DIRECT_RIGHT}
 
@@ -233,7 +233,7 @@ def random_appends(seed: int, versions: int = 3, per_version: int = 30) -> list[
 class TestRandomWindowJoins:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"sources.yml": SOURCES, "tests.yml": tests_yml(JOIN_MODELS),
+        return {"sources.yml": SOURCES, "tests.yml": models_yml(JOIN_MODELS),
                 **{f"{name}.sql": JOIN_CONFIG + sql for name, (sql, _) in JOIN_MODELS.items()}}
 
     def test_stream_equals_batch_on_emitted_rows(self, project):
