@@ -9,7 +9,7 @@ rm -rf warehouse target
 dbt seed --profiles-dir .
 dbt run --profiles-dir .               # first run: all of `bids`; closes the 08:00 window
 dbt test --profiles-dir .              # exact FLIP-145 rows
-python scripts/append_bids.py          # second scenario: one more Delta version, one late bid
+python scripts/append_bids.py          # second scenario: one more Delta version, one late bid (and one ask)
 dbt run --profiles-dir .               # reads only the new version; closes 08:10 and 08:20
 dbt test --profiles-dir . --vars '{phase: 2}'
 # the upsert_table changelog: +I after the first run, -U/+U after the second

@@ -4,7 +4,9 @@
 
 08:21 G and 08:24 H fill the 08:20 window, 08:33 J moves the watermark to 08:32 (closing the
 08:10 and 08:20 windows), and 08:06 I arrives late: its window was emitted in the first run,
-so the stream drops it and reports it as a late row.
+so the stream drops it and reports it as a late row. One ask, 08:34 J, is appended to
+`asks`: a window join's watermark only advances in a run that reads new rows from both of
+its inputs (Spark keeps per-input watermarks only while the query runs; see README).
 """
 import sys
 from datetime import datetime, timezone
@@ -21,3 +23,10 @@ rows = pa.table({
 })
 write_deltalake(f"{warehouse}/analytics/bids", rows, mode="append")
 print(f"appended {rows.num_rows} bids to {warehouse}/analytics/bids")
+asks = pa.table({
+    "asktime": pa.array([datetime(2020, 4, 15, 8, 34, tzinfo=timezone.utc)], pa.timestamp("us", tz="UTC")),
+    "price": pa.array([4.0]),
+    "item": pa.array(["J"]),
+})
+write_deltalake(f"{warehouse}/analytics/asks", asks, mode="append")
+print(f"appended {asks.num_rows} ask to {warehouse}/analytics/asks")

@@ -75,7 +75,7 @@ BAD = [
     ("SELECT item, ROW_NUMBER() OVER (PARTITION BY item ORDER BY price) FROM analytics.bids",
      "SSV108", "not supported yet"),
     (f"SELECT * FROM TABLE(TUMBLE({T}, INTERVAL '1' MINUTE)) a JOIN "
-     f"TABLE(TUMBLE({T}, INTERVAL '1' MINUTE)) b ON a.item = b.item", "SSV108", "not supported yet"),
+     f"TABLE(TUMBLE({T}, INTERVAL '1' MINUTE)) b ON a.item = b.item", "SSV107", "window join does not equate"),
     # window Top-N: only ROW_NUMBER over the rows of a TUMBLE / HOP / CUMULATE, partitioned by both
     # window bounds, in a subquery filtered by rownum <= N (or = 1); anything else stays SSV108
     *[(TOPN.format(f=f, o=o, tvf=tvf, w=w), "SSV108", "only a window Top-N") for f, o, tvf, w in [
@@ -160,7 +160,7 @@ BAD = [
      "DESCRIPTOR(bidtime), INTERVAL '1' MINUTE)) AS b JOIN analytics.items AS i ON b.item = i.id "
      "GROUP BY window_start, window_end, i.item", "SSV121", "Got: i.item; Expected: item"),
     (f"SELECT * FROM TABLE(SESSION({T}, INTERVAL '1' MINUTE)) a JOIN TABLE(SESSION({T}, INTERVAL '1' MINUTE)) b "
-     "ON a.item = b.item", "SSV108", "not supported yet"),
+     "ON a.item = b.item", "SSV108", "window joins of SESSION windows are not supported"),
 ]
 
 
@@ -258,4 +258,74 @@ def test_window_topn_needs_watermark_delay():
     assert info.value.position == (1, sql.index("ROW_NUMBER") + 1)
     with pytest.raises(SqlError) as info:
         compile_query(sql, schemas=SCHEMAS, watermark_delay=None, materialization="upsert_table")
+
+
+# --- Window joins: same windows on both sides, both bounds in ON, qualified ON columns.
+JOIN_SCHEMAS = {
+    "analytics.lt": {"row_time": "timestamp", "num": "int", "id": "string"},
+    "analytics.rt": {"row_time": "timestamp", "num": "int", "id": "string"},
+}
+LT5 = "TABLE(TUMBLE(TABLE analytics.lt, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))"
+RT5 = "TABLE(TUMBLE(TABLE analytics.rt, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))"
+BOUNDS = "L.window_start = R.window_start AND L.window_end = R.window_end"
+RT = "TABLE analytics.rt, DESCRIPTOR(row_time)"
+BAD_JOINS = [
+    (f"SELECT L.num FROM {LT5} L JOIN TABLE(TUMBLE({RT}, INTERVAL '10' MINUTES)) R ON {BOUNDS}",
+     "SSV122", "Got: TUMBLE (size 10 minutes); Expected: TUMBLE (size 5 minutes)"),
+    (f"SELECT L.num FROM {LT5} L FULL JOIN TABLE(HOP({RT}, INTERVAL '1' MINUTE, INTERVAL '5' MINUTES)) R ON {BOUNDS}",
+     "SSV122", "Got: HOP (slide 1 minute, size 5 minutes"),
+    (f"SELECT L.num FROM (SELECT * FROM {LT5}) L LEFT JOIN (SELECT * FROM TABLE(TUMBLE({RT}, INTERVAL '5' MINUTES, "
+     f"INTERVAL '1' MINUTE))) R ON {BOUNDS}", "SSV122", "Got: TUMBLE (size 5 minutes, offset 1 minute); Expected: TUMBLE (size 5 minutes)"),
+    (f"SELECT L.num FROM {LT5} L JOIN TABLE(CUMULATE({RT}, INTERVAL '1' MINUTE, INTERVAL '5' MINUTES)) R ON {BOUNDS}",
+     "SSV122", "Got: CUMULATE (step 1 minute, max size 5 minutes"),
+    (f"SELECT L.num FROM {LT5} L JOIN {RT5} R ON L.num = R.num AND L.window_start = R.window_start",
+     "SSV107", "window join does not equate window_end"),
+    (f"SELECT L.num FROM {LT5} L RIGHT JOIN {RT5} R ON L.num = R.num AND L.window_end = R.window_end",
+     "SSV107", "Add L.window_start = R.window_start to the ON"),
+    (f"SELECT L.num FROM (SELECT * FROM {LT5}) L FULL JOIN (SELECT * FROM {RT5}) R ON L.num = R.num",
+     "SSV107", "does not equate window_start and window_end"),
+    (f"SELECT L.num FROM {LT5} L JOIN {RT5} R ON L.window_start = R.window_end AND L.window_end = R.window_start",
+     "SSV107", "window_start and window_end"),
+    (f"SELECT L.num FROM (SELECT num, window_start FROM {LT5}) L JOIN {RT5} R ON {BOUNDS}", "SSV107",
+     "window join does not equate window_end"),
+    (f"SELECT L.num FROM {LT5} L JOIN {RT5} R ON {BOUNDS} AND num > 1", "SSV123", "column num in the ON"),
+    (f"SELECT L.num FROM {LT5} L JOIN {RT5} R USING (num)", "SSV108", "JOIN ... USING is not supported in a window join"),
+    (f"SELECT L.num FROM {LT5} L LEFT SEMI JOIN {RT5} R ON {BOUNDS}", "SSV108", "LEFT SEMI JOIN is not supported"),
+    (f"SELECT L.num FROM {LT5} L CROSS JOIN {RT5} R", "SSV108", "CROSS JOIN is not supported in a window join"),
+    (f"SELECT L.num FROM {LT5} L JOIN {RT5} R ON {BOUNDS} JOIN {RT5} S ON S.num = L.num", "SSV108",
+     "more than two inputs"),
+    (f"SELECT L.window_start, L.window_end, COUNT(*) FROM {LT5} L JOIN {RT5} R ON {BOUNDS} "
+     "GROUP BY L.window_start, L.window_end", "SSV108", "aggregating the rows of a window join"),
+    (f"SELECT L.num FROM TABLE(SESSION(TABLE analytics.lt, DESCRIPTOR(row_time), INTERVAL '1' MINUTE)) L "
+     f"JOIN TABLE(SESSION({RT}, INTERVAL '1' MINUTE)) R ON {BOUNDS}", "SSV108", "SESSION windows"),
+    (f"SELECT L.num FROM {LT5} L JOIN (SELECT num, COUNT(*) AS n FROM {RT5} GROUP BY num) R ON L.num = R.num",
+     "SSV106", "upsert_table"),
+]
+
+
+@pytest.mark.parametrize("sql,code,text", BAD_JOINS)
+def test_bad_window_join(sql, code, text):
+    with pytest.raises(SqlError) as info:
+        compile_query(sql, schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
+    err = info.value
+    assert err.code == code, str(err)
+    assert text in str(err)
+    assert err.position is not None
+
+
+def test_window_join_error_positions():
+    sql = f"SELECT L.num\nFROM {LT5} L\nJOIN TABLE(TUMBLE({RT}, INTERVAL '10' MINUTES)) R ON {BOUNDS}"
+    with pytest.raises(SqlError) as info:
+        compile_query(sql, schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
+    assert info.value.position == (3, 12)  # the right input's TVF
+    sql = f"SELECT L.num FROM {LT5} L JOIN {RT5} R\nON L.num = R.num AND L.window_start = R.window_start"
+    with pytest.raises(SqlError) as info:
+        compile_query(sql, schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
+    assert info.value.code == "SSV107" and info.value.position == (2, 4)
+
+
+def test_window_join_needs_watermark_delay():
+    with pytest.raises(SqlError) as info:
+        compile_query(f"SELECT L.num FROM {LT5} L JOIN {RT5} R ON {BOUNDS}", schemas=JOIN_SCHEMAS,
+                      watermark_delay=None)
     assert info.value.code == "SSV105"

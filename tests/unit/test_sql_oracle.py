@@ -44,3 +44,39 @@ def test_stateless_queries_emit_everything_read():
         p = plan(sql)
         assert p.emitted_sql({"analytics.bids": "b"}, 5) == p.sql_for({"analytics.bids": "b"})
         assert p.late_rows_sql({"analytics.bids": "b"}) == []
+
+
+# --- Window joins: late rows dropped per side; outer rows only when their window closed or
+# when they fail a condition on their own side (Spark's pre-join filter emits them at once).
+JOIN_SCHEMAS = {
+    "analytics.lt": {"row_time": "timestamp", "num": "int", "id": "string"},
+    "analytics.rt": {"row_time": "timestamp", "num": "int", "id": "string"},
+}
+T5 = "TABLE(TUMBLE(TABLE analytics.{}, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))"
+BOUNDS = "L.window_start = R.window_start AND L.window_end = R.window_end"
+BIND = {"analytics.lt": "l", "analytics.rt": "r"}
+
+
+def join_plan(kind: str, extra: str = ""):
+    return compile_query(f"SELECT L.num, R.num AS r FROM {T5.format('lt')} L {kind} JOIN {T5.format('rt')} R "
+                         f"ON L.num = R.num AND {BOUNDS}{extra}", schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
+
+
+def test_window_join_sides_drop_late_rows():
+    p = join_plan("")
+    sql = p.emitted_sql(BIND, 7)
+    assert sql.count("WHERE __w.end > __dss_late_wm") == 2
+    assert "TIMESTAMP_MICROS" not in sql  # an inner join emits every pair at once
+    assert [q.split(" FROM ")[-1].split(" ")[0] for q in p.late_rows_sql(BIND)] == ["l", "r"]
+
+
+def test_outer_window_join_emits_unmatched_rows_of_closed_windows():
+    p = join_plan("LEFT", " AND L.id <> 'x' AND R.id <> 'y' AND L.id < R.id")
+    where = p.emitted_sql(BIND, 7).split(" WHERE ")[-1]
+    assert where == norm(
+        "SELECT 1 WHERE (NOT L.__w IS NULL AND NOT R.__w IS NULL) OR COALESCE(L.__w.end, R.__w.end) <= "
+        "TIMESTAMP_MICROS(7) OR (NOT L.__w IS NULL AND NOT (COALESCE(L.id <> 'x', FALSE)))").split(" WHERE ")[-1]
+    full = join_plan("FULL", " AND L.id <> 'x' AND R.id <> 'y'").emitted_sql(BIND, 7)
+    assert "NOT (COALESCE(L.id <> 'x', FALSE))" in full and "NOT (COALESCE(R.id <> 'y', FALSE))" in full
+    right = join_plan("RIGHT", " AND L.id <> 'x'").emitted_sql(BIND, 7)
+    assert "COALESCE(L.id" not in right and "<= TIMESTAMP_MICROS(7)" in right

@@ -563,3 +563,115 @@ def test_window_topn_in_a_cte_and_in_upsert_table():
     plan = compile_(topn(), materialization="upsert_table")
     assert (plan.kind, plan.output_mode) == ("append", "append")
     assert plan.upsert.unique_key == ("window_start", "window_end", "rownum")
+
+
+# --- Window joins (sql/joins.py): each side keeps its window struct __w, the join is on it.
+
+JOIN_SCHEMAS = {
+    "analytics.lt": {"row_time": "timestamp", "num": "int", "id": "string"},
+    "analytics.rt": {"row_time": "timestamp", "num": "int", "id": "string"},
+}
+T5 = "TABLE(TUMBLE(TABLE analytics.{}, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))"
+W5 = "WINDOW(row_time, '300 seconds', '300 seconds', '0 seconds') AS __w"
+WM_J = "WATERMARK row_time DELAY OF INTERVAL '60' SECONDS"
+BOUNDS = "__w.start AS window_start, __w.end AS window_end, __w.end - INTERVAL '1' MILLISECOND AS window_time"
+# A side: the input's columns (the time column without its watermark), the bounds and __w.
+SIDE = ("(SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, " + BOUNDS + ", __w "
+        f"FROM (SELECT *, {W5} FROM analytics.{{}} {WM_J}))")
+ON_BOUNDS = "L.window_start = R.window_start AND L.window_end = R.window_end"
+PICK = "SELECT L.num AS l_num, L.id AS l_id, R.num AS r_num, R.id AS r_id, " \
+       "COALESCE(L.window_start, R.window_start) AS window_start"
+
+JOIN_REWRITES = [
+    pytest.param(
+        f"{PICK} FROM (SELECT * FROM {T5.format('lt')}) L FULL JOIN (SELECT * FROM {T5.format('rt')}) R "
+        f"ON L.num = R.num AND {ON_BOUNDS}",
+        f"{PICK} FROM (SELECT * FROM {SIDE.format('lt')} AS lt) AS L FULL JOIN "
+        f"(SELECT * FROM {SIDE.format('rt')} AS rt) AS R ON L.num = R.num AND L.__w = R.__w",
+        id="flink-docs-full-join-subqueries",
+    ),
+    pytest.param(
+        f"{PICK} FROM {T5.format('lt')} L JOIN {T5.format('rt')} R ON {ON_BOUNDS} AND L.num = R.num",
+        f"{PICK} FROM {SIDE.format('lt')} AS L JOIN {SIDE.format('rt')} AS R ON L.__w = R.__w AND L.num = R.num",
+        id="inner-direct",
+    ),
+    pytest.param(
+        f"{PICK} FROM {T5.format('lt')} AS L LEFT OUTER JOIN {T5.format('rt')} AS R "
+        "ON R.window_end = L.window_end AND L.num = R.num AND R.window_start = L.window_start AND L.id < R.id",
+        f"{PICK} FROM {SIDE.format('lt')} AS L LEFT OUTER JOIN {SIDE.format('rt')} AS R "
+        "ON L.num = R.num AND L.__w = R.__w AND L.id < R.id",
+        id="left-reversed-bounds-non-equi",
+    ),
+    pytest.param(
+        f"{PICK} FROM {T5.format('lt')} L RIGHT JOIN {T5.format('rt')} R ON ({ON_BOUNDS}) AND L.num > 2",
+        f"{PICK} FROM {SIDE.format('lt')} AS L RIGHT JOIN {SIDE.format('rt')} AS R ON L.__w = R.__w AND L.num > 2",
+        id="right-parenthesized",
+    ),
+    pytest.param(
+        f"SELECT * FROM {T5.format('lt')} L JOIN {T5.format('rt')} R ON {ON_BOUNDS}",
+        "SELECT L.row_time, L.num, L.id, L.window_start, L.window_end, L.window_time, R.row_time, R.num, R.id, "
+        f"R.window_start, R.window_end, R.window_time FROM {SIDE.format('lt')} AS L JOIN {SIDE.format('rt')} AS R "
+        "ON L.__w = R.__w",
+        id="star-expanded-without-window-struct",
+    ),
+    pytest.param(
+        f"SELECT L.*, R.id FROM (SELECT num, window_start, window_end AS window_end FROM {T5.format('lt')} "
+        f"WHERE num > 1) L JOIN {T5.format('rt')} R ON {ON_BOUNDS}",
+        "SELECT L.num, L.window_start, L.window_end, R.id FROM (SELECT num, window_start, window_end AS window_end, "
+        f"__w FROM {SIDE.format('lt')} AS lt WHERE num > 1) AS L JOIN {SIDE.format('rt')} AS R ON L.__w = R.__w",
+        id="explicit-subquery-gets-window-struct",
+    ),
+    pytest.param(
+        "SELECT L.num FROM TABLE(HOP(TABLE analytics.lt, DESCRIPTOR(row_time), INTERVAL '1' MINUTE, "
+        "INTERVAL '3' MINUTES)) L FULL OUTER JOIN TABLE(HOP(DATA => TABLE analytics.rt, TIMECOL => "
+        f"DESCRIPTOR(row_time), SLIDE => INTERVAL '60' SECONDS, SIZE => INTERVAL '3' MINUTES)) R ON {ON_BOUNDS}",
+        "SELECT L.num FROM (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, " + BOUNDS + ", __w "
+        "FROM (SELECT *, WINDOW(row_time, '180 seconds', '60 seconds', '0 seconds') AS __w FROM analytics.lt "
+        f"{WM_J})) AS L FULL OUTER JOIN (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, {BOUNDS}, "
+        "__w FROM (SELECT *, WINDOW(row_time, '180 seconds', '60 seconds', '0 seconds') AS __w FROM analytics.rt "
+        f"{WM_J})) AS R ON L.__w = R.__w",
+        id="hop-positional-and-named",
+    ),
+    pytest.param(
+        "SELECT L.num, R.window_end FROM TABLE(CUMULATE(TABLE analytics.lt, DESCRIPTOR(row_time), INTERVAL '1' "
+        "MINUTE, INTERVAL '4' MINUTES)) L JOIN TABLE(CUMULATE(TABLE analytics.rt, DESCRIPTOR(row_time), "
+        f"INTERVAL '1' MINUTE, INTERVAL '4' MINUTES)) R ON L.id = R.id AND {ON_BOUNDS}",
+        "SELECT L.num, R.window_end FROM (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, "
+        "__w.start AS window_start, __w.start + __k * INTERVAL '60' SECONDS AS window_end, "
+        "__w.start + __k * INTERVAL '60' SECONDS - INTERVAL '1' MILLISECOND AS window_time, __w, __k "
+        "FROM (SELECT *, WINDOW(row_time, '240 seconds', '240 seconds', '0 seconds') AS __w, "
+        "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(row_time), 240000000) DIV 60000000 + 1, 4)) AS __k "
+        f"FROM analytics.lt {WM_J})) AS L JOIN (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, "
+        "__w.start AS window_start, __w.start + __k * INTERVAL '60' SECONDS AS window_end, "
+        "__w.start + __k * INTERVAL '60' SECONDS - INTERVAL '1' MILLISECOND AS window_time, __w, __k "
+        "FROM (SELECT *, WINDOW(row_time, '240 seconds', '240 seconds', '0 seconds') AS __w, "
+        "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(row_time), 240000000) DIV 60000000 + 1, 4)) AS __k "
+        f"FROM analytics.rt {WM_J})) AS R ON L.id = R.id AND L.__w = R.__w AND L.__k = R.__k",
+        id="cumulate-joins-on-step-index",
+    ),
+]
+
+
+@pytest.mark.parametrize("sql,expected", JOIN_REWRITES)
+def test_rewrite_window_join(sql, expected):
+    plan = compile_query(sql, schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
+    assert plan.spark_sql == norm(expected)
+    assert plan.kind == "append"
+    assert plan.sources == ("analytics.lt", "analytics.rt")
+
+
+def test_window_join_with_a_table_is_not_a_window_join():
+    """A TVF joined with a plain relation stays an ordinary (enrichment) join."""
+    plan = compile_query(f"SELECT L.num FROM {T5.format('lt')} L JOIN analytics.rt R ON L.num = R.num",
+                         schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
+    assert "__w = " not in plan.spark_sql and "INTERVAL '0' SECOND" not in plan.spark_sql
+
+
+def test_window_self_join_reads_its_source_once():
+    plan = compile_query(f"SELECT L.num, R.num AS r FROM {T5.format('lt')} L JOIN {T5.format('lt')} R "
+                         f"ON L.id = R.id AND {ON_BOUNDS} AND L.num < R.num", schemas=JOIN_SCHEMAS,
+                         watermark_delay="1 minute")
+    assert plan.sources == ("analytics.lt",)
+    assert plan.spark_sql == norm(f"SELECT L.num, R.num AS r FROM {SIDE.format('lt')} AS L JOIN {SIDE.format('lt')} "
+                                  "AS R ON L.id = R.id AND L.__w = R.__w AND L.num < R.num")
+    assert plan.sql_for({"analytics.lt": "v"}).count("FROM v WATERMARK") == 2

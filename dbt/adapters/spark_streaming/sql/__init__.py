@@ -32,6 +32,10 @@ and groups by it plus the PARTITION BY keys (a constant ``__p`` without them: Sp
 streaming session aggregate with no other key). SESSION rows without an aggregate come from a
 session aggregate that collects each session's rows and unnests them (INLINE).
 
+A window join (two TVFs of the same kind and sizes, joined on both window bounds; joins.py)
+gives each side its window struct ``__w`` and joins on ``L.__w = R.__w`` instead of the bounds,
+so Spark's stream-stream join keeps each side's rows until the watermark passes ``__w.end``.
+
 Contract for other modules (sql/oracle.py): every windowed derived table projects Spark's
 window struct as ``__w`` (``rewrite.WINDOW_STRUCT``), whose ``end`` is what Spark's state
 eviction compares with the watermark, and every window aggregate groups by ``__w``.

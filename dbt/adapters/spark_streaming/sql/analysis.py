@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 from sqlglot import exp
 
@@ -270,8 +270,11 @@ class Classification:
     updating_reason: Optional[Tuple[str, Optional[exp.Expr]]]
 
 
-def classify(tree: exp.Expr, tvfs: List[WindowTVF], sql: str) -> Classification:
-    """Find window aggregates (SSV107 on half-grouped windows) and decide append vs updating."""
+def classify(tree: exp.Expr, tvfs: List[WindowTVF], sql: str, join_scopes: Set[int] = frozenset()) -> Classification:
+    """Find window aggregates (SSV107 on half-grouped windows) and decide append vs updating.
+
+    ``join_scopes`` holds the ids of the SELECTs that are window joins (joins.py): they hold two
+    TVFs, and their rows, like a window aggregate's, need a watermark delay."""
     by_scope: Dict[int, List[WindowTVF]] = {}
     for tvf in tvfs:
         scope = tvf_scope(tvf)
@@ -282,6 +285,9 @@ def classify(tree: exp.Expr, tvfs: List[WindowTVF], sql: str) -> Classification:
     reason: Optional[Tuple[str, Optional[exp.Expr]]] = None
     for select in tree.find_all(exp.Select):
         scope_tvfs = by_scope.get(id(select), [])
+        if id(select) in join_scopes:
+            aggregating = True
+            continue
         if len(scope_tvfs) > 1:
             raise SqlError(
                 "SSV108", "window joins (two window TVFs in one SELECT) are not supported yet",

@@ -15,6 +15,7 @@ from .analysis import WindowSpec, analyse_tvf, classify, position_of, table_key,
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .intervals import parse_duration
+from .joins import window_joins
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
 from .retract import rewrite_retractions
 from .upsert import RANK_INPUT, UPDATE, UpsertSpec, analyse_upsert, dedups, rewrite_dedup, rewrite_rank
@@ -213,7 +214,8 @@ def compile_query(
     tvfs = list(tree.find_all(WindowTVF))
     tvfs.sort(key=lambda t: t.this.meta.get("start", 0))
     specs = [analyse_tvf(tvf, sql, schemas) for tvf in tvfs]
-    cls = classify(tree, tvfs, sql)
+    joins = window_joins(tree, tvfs, specs, sql)
+    cls = classify(tree, tvfs, sql, {id(j.scope) for j in joins})
     if materialization == STREAMING_VIEW:
         if cls.kind == "updating":
             why, node = cls.updating_reason or ("the query is updating", None)
@@ -236,7 +238,7 @@ def compile_query(
         if dedup.limit == 1:
             rewrite_dedup(dedup, schemas, sql)
     sources = _normalize_sources(tree)
-    rewrite_tvfs(tvfs, specs, cls.window_aggregates, schemas, delay_us, {id(t.tvf): t for t in topns})
+    rewrite_tvfs(tvfs, specs, cls.window_aggregates, schemas, delay_us, {id(t.tvf): t for t in topns}, joins)
     ranked = None
     if found and found[0].limit > 1:
         tree, rank, ranked = rewrite_rank(tree, found[0], schemas, sql)

@@ -9,6 +9,17 @@ pinned by tests/functional/test_equivalence.py:
   window and kept in the next;
 - a window is emitted, once and finally, when its end is <= the watermark.
 
+A window join (sql/joins.py: two sides joined on ``L.__w = R.__w``), found by experiment on
+Spark 4.3 and pinned by tests/functional/test_window_join.py:
+
+- a side's input row is dropped when its ``__w.end`` is <= the watermark of the micro-batch
+  that reads it (the same rule; not by the row's own time);
+- a matched pair is emitted in the micro-batch that reads its second row, before its window
+  closes (Flink emits it at the window end: same rows, earlier);
+- an unmatched row of an outer join's preserved side is emitted with NULLs when the
+  watermark reaches its window end (``__w.end <= watermark``), or at once when it fails the ON
+  conjuncts that name only its own side (Spark's pre-join filter: it can never match).
+
 Stateless queries (projections and filters of TVF rows) drop nothing: every row read is
 emitted. So the oracle is the model's own rewritten query, in which each window aggregate's
 windowed input is filtered with ``__w.end > <the row's batch watermark>`` (a column the
@@ -24,6 +35,7 @@ from typing import Iterator, List, Tuple
 
 from sqlglot import exp
 
+from .joins import conjuncts
 from .rewrite import WINDOW_STRUCT
 
 LATE_COLUMN = "__dss_late_wm"
@@ -53,6 +65,30 @@ def window_aggregates(tree: exp.Expr) -> Iterator[Tuple[exp.Select, exp.Subquery
     return iter(found)
 
 
+def _windowed_inputs(node: exp.Expr) -> List[exp.Subquery]:
+    return [s for s in node.find_all(exp.Subquery) if _projects_window(s.this)]
+
+
+def _is_side_window(node: exp.Expr, alias: str) -> bool:
+    return isinstance(node, exp.Column) and node.name == WINDOW_STRUCT and node.table.lower() == alias.lower()
+
+
+def window_joins(tree: exp.Expr) -> Iterator[Tuple[exp.Select, exp.Join, str, str]]:
+    """(join scope, its JOIN, left alias, right alias) for every window join, found by its
+    ``L.__w = R.__w`` ON conjunct."""
+    found = []
+    for select in tree.find_all(exp.Select):
+        joins = select.args.get("joins") or []
+        if len(joins) != 1 or select.args.get("from_") is None:
+            continue
+        left, right = select.args["from_"].this.alias, joins[0].this.alias
+        for cond in conjuncts(joins[0].args.get("on")):
+            if isinstance(cond, exp.EQ) and _is_side_window(cond.this, left) and _is_side_window(cond.expression, right):
+                found.append((select, joins[0], left, right))
+                break
+    return iter(found)
+
+
 def _window_end() -> exp.Column:
     return exp.column("end", table=WINDOW_STRUCT)
 
@@ -61,15 +97,52 @@ def _micros(value: int) -> exp.Expr:
     return exp.Anonymous(this="timestamp_micros", expressions=[exp.Literal.number(value)])
 
 
+def _drop_late(derived: exp.Subquery) -> None:
+    on_time = exp.GT(this=_window_end(), expression=exp.column(LATE_COLUMN))
+    derived.set("this", exp.select(exp.Star()).from_(exp.Subquery(this=derived.this)).where(on_time))
+
+
+def _side_only(cond: exp.Expr, alias: str) -> bool:
+    cols = list(cond.find_all(exp.Column))
+    return bool(cols) and all(c.table.lower() == alias.lower() for c in cols)
+
+
+def _join_emitted(scope: exp.Select, join: exp.Join, left: str, right: str, watermark_us: int) -> None:
+    """Keep the rows of an outer window join that Spark has emitted (see module docstring)."""
+    side = join.side.upper()
+    if side not in ("LEFT", "RIGHT", "FULL"):
+        return
+    present = {a: exp.Not(this=exp.Is(this=exp.column(WINDOW_STRUCT, table=a), expression=exp.Null()))
+               for a in (left, right)}
+    end = {a: exp.column("end", table=WINDOW_STRUCT, db=a) for a in (left, right)}
+    terms: List[exp.Expr] = [
+        exp.and_(present[left].copy(), present[right].copy()),
+        exp.LTE(this=exp.Coalesce(this=end[left], expressions=[end[right]]), expression=_micros(watermark_us)),
+    ]
+    on = conjuncts(join.args.get("on"))
+    for alias, preserved in ((left, ("LEFT", "FULL")), (right, ("RIGHT", "FULL"))):
+        own = [c.copy() for c in on if _side_only(c, alias)]
+        if side in preserved and own:
+            passes = exp.Coalesce(this=exp.and_(*own), expressions=[exp.false()])
+            terms.append(exp.and_(present[alias].copy(), exp.Not(this=exp.Paren(this=passes))))
+    where = scope.args.get("where")
+    closed = exp.or_(*terms)
+    scope.set("where", exp.Where(this=exp.and_(where.this, exp.Paren(this=closed)) if where else closed))
+
+
 def emitted(tree: exp.Expr, watermark_us: int, closed: bool = True) -> exp.Expr:
     """A copy of the rewritten ``tree`` that computes exactly what the stream emitted up to a
     batch whose watermark was ``watermark_us``, over inputs carrying LATE_COLUMN. ``closed``:
     only windows the watermark closed (append mode); in update mode open windows are emitted
     too, and only the late-row rule applies."""
     tree = tree.copy()
+    for scope, join, left, right in window_joins(tree):
+        for derived in _windowed_inputs(scope.args["from_"].this) + _windowed_inputs(join.this):
+            _drop_late(derived)
+        if closed:
+            _join_emitted(scope, join, left, right, watermark_us)
     for scope, derived in window_aggregates(tree):
-        on_time = exp.GT(this=_window_end(), expression=exp.column(LATE_COLUMN))
-        derived.set("this", exp.select(exp.Star()).from_(exp.Subquery(this=derived.this)).where(on_time))
+        _drop_late(derived)
         if not closed:
             continue
         # MAX(): a predicate on the grouping key would be pushed below the aggregate by Spark's
@@ -89,10 +162,15 @@ def kept(tree: exp.Expr, keep_column: str) -> exp.Expr:
 
 
 def late_rows(tree: exp.Expr) -> List[exp.Select]:
-    """One query per window aggregate of ``tree``: the input rows dropped as late, with the
-    window they were dropped from and the watermark of the batch that read them."""
+    """One query per window aggregate and per window join side of ``tree``: the input rows
+    dropped as late, with the window they were dropped from and the watermark of the batch that
+    read them. (A join side's rows are listed before the filters of its subquery and before
+    one-sided ON conditions that Spark pushes below the join.)"""
     queries = []
-    for _, derived in window_aggregates(tree):
+    inputs = [derived for _, derived in window_aggregates(tree)]
+    for scope, join, _, _ in window_joins(tree):
+        inputs += _windowed_inputs(scope.args["from_"].this) + _windowed_inputs(join.this)
+    for derived in inputs:
         inner = derived.this.copy()
         star = exp.Star(except_=[exp.column(WINDOW_STRUCT), exp.column(LATE_COLUMN)])
         queries.append(

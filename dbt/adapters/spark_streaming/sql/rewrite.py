@@ -9,6 +9,7 @@ from sqlglot import exp
 from .analysis import WindowSpec, WindowTopN, own_nodes, tvf_alias, tvf_data, window_key
 from .dialect import WatermarkedTable, WindowTVF
 from .intervals import duration_string, interval_literal
+from .joins import WindowJoin, conjuncts, side_columns, tvf_output
 
 WINDOW_STRUCT = "__w"  # the Spark window struct; its `end` is what the watermark closes
 STEP_INDEX = "__k"  # CUMULATE: window_end = __w.start + __k * step, for __k in 1..size/step
@@ -254,6 +255,61 @@ def rewrite_distinct_counts(tree: exp.Expr) -> None:
             count.replace(exp.Anonymous(this="size", expressions=[values]))
 
 
+def _join_keys(spec: WindowSpec) -> List[str]:
+    """What a window join side carries for the join condition in place of its window bounds."""
+    return [WINDOW_STRUCT, STEP_INDEX] if spec.kind == "cumulate" else [WINDOW_STRUCT]
+
+
+def _join_side_table(inner: exp.Select, columns: List[str], spec: WindowSpec) -> exp.Select:
+    """A window join side: the input's columns, window_start/window_end/window_time and ``__w``
+    (CUMULATE: and ``__k``). The time column is a copy without Spark's watermark (``ts + INTERVAL
+    '0' SECOND``): a join input may carry one event-time column only, and that must be ``__w``."""
+    zero = exp.Interval(this=exp.Literal.string("0"), unit=exp.var("SECOND"))
+    projections: List[exp.Expr] = []
+    for c in columns:
+        col = exp.column(exp.to_identifier(c))
+        if c == spec.time_column:
+            col = exp.alias_(exp.Add(this=col, expression=zero), exp.to_identifier(c))
+        projections.append(col)
+    projections += _window_columns(spec) + [exp.column(k) for k in _join_keys(spec)]
+    return exp.Select(expressions=projections).from_(exp.Subquery(this=inner))
+
+
+def _rewrite_join_scope(join: WindowJoin, specs: Mapping[int, WindowSpec],
+                        schemas: Mapping[str, Mapping[str, str]]) -> None:
+    """Join on ``L.__w = R.__w`` (CUMULATE: and ``L.__k = R.__k``) in place of the two window
+    bound equalities, pass ``__w`` through subquery sides, and expand ``*`` / ``L.*`` in the
+    SELECT list to the sides' columns (so ``__w`` stays hidden)."""
+    left, right = join.sides
+    spec = specs[id(left.tvf)]
+    keys = [exp.EQ(this=exp.column(k, table=left.alias), expression=exp.column(k, table=right.alias))
+            for k in _join_keys(spec)]
+    conds: List[exp.Expr] = []
+    for cond in conjuncts(join.join.args["on"]):
+        if cond is join.start:
+            conds += keys
+        elif cond is not join.end:
+            conds.append(cond.copy())
+    join.join.set("on", exp.and_(*conds))
+    exposed = {}
+    for side in join.sides:
+        side_spec = specs[id(side.tvf)]
+        exposed[side.alias.lower()] = [(side.alias, c) for c in side_columns(
+            side, tvf_output(list(schemas[side_spec.source])))]
+        if side.wrapper is not None and not any(isinstance(p, exp.Star) for p in side.wrapper.expressions):
+            side.wrapper.set("expressions", side.wrapper.expressions + [exp.column(k) for k in _join_keys(side_spec)])
+    projections: List[exp.Expr] = []
+    for proj in join.scope.expressions:
+        star = isinstance(proj, exp.Star) or (isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star))
+        if not star:
+            projections.append(proj)
+            continue
+        wanted = [proj.table.lower()] if isinstance(proj, exp.Column) and proj.table else list(exposed)
+        projections += [exp.column(exp.to_identifier(c), table=exp.to_identifier(a))
+                        for w in wanted for a, c in exposed.get(w, [])]
+    join.scope.set("expressions", projections)
+
+
 def rewrite_tvfs(
     tvfs: List[WindowTVF],
     specs: List[WindowSpec],
@@ -261,8 +317,13 @@ def rewrite_tvfs(
     schemas: Mapping[str, Mapping[str, str]],
     delay_us: Optional[int],
     topns: Optional[Dict[int, WindowTopN]] = None,
+    joins: Optional[List[WindowJoin]] = None,
 ) -> None:
     """Replace every window TVF in place by its Spark derived table."""
+    by_tvf = {id(t): s for t, s in zip(tvfs, specs)}
+    join_sides = {id(side.tvf) for j in joins or [] for side in j.sides}
+    for join in joins or []:
+        _rewrite_join_scope(join, by_tvf, schemas)
     for tvf, spec in zip(tvfs, specs):
         table, _ = tvf_data(tvf)
         assert table is not None  # analysis guarantees a TABLE argument
@@ -270,6 +331,10 @@ def rewrite_tvfs(
         alias = exp.TableAlias(this=exp.to_identifier(tvf_alias(tvf)))
         scope = window_aggregates.get(id(tvf))
         topn = (topns or {}).get(id(tvf))
+        if id(tvf) in join_sides:
+            side = _join_side_table(inner, list(schemas[spec.source]), spec)
+            tvf.replace(exp.Subquery(this=side, alias=alias))
+            continue
         if topn is not None:
             topn.scope.replace(_topn_query(topn, inner, alias, list(schemas[spec.source]), spec))
             continue

@@ -1,0 +1,261 @@
+"""Window joins through `dbt run`.
+
+The first class runs the window join example of Flink's documentation (docs/dev/table/sql/
+queries/window-join.md: LeftTable / RightTable, FULL JOIN on 5-minute TUMBLE windows; seed 004
+describes window joins but has no example table) and pins Spark's rule for a streaming window
+join (sql/oracle.py) with hand-computed rows. The second class joins seeded random streams,
+out of order within the watermark delay, appended over several `dbt run`s: after every run
+each table equals the same query run by Spark in batch over all rows so far, restricted to
+the rows the stream has emitted (matched pairs at once; unmatched rows of an outer join when
+their window closes), and snapshot_equivalence passes."""
+import random
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pytest
+from dbt.tests.util import run_dbt
+from deltalake import DeltaTable, write_deltalake
+
+from dbt.adapters.spark_streaming.runtime.session import get_spark
+from dbt.adapters.spark_streaming.sql import compile_query
+
+from .helpers import commits, table_path, ts
+
+SOURCES = """
+sources:
+  - name: raw
+    schema: "{{ target.schema }}"
+    tables: [{name: lt}, {name: rt}]
+"""
+LT, RT = "{{ source('raw', 'lt') }}", "{{ source('raw', 'rt') }}"
+COLUMNS = {"row_time": "timestamp", "num": "bigint", "id": "string"}
+
+
+def models_yml(models) -> str:
+    return "models:\n" + "".join(f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in models)
+
+
+def append(path: str, events: list[tuple]) -> None:
+    write_deltalake(path, pa.table({
+        "row_time": pa.array([e[0] for e in events], pa.timestamp("us", tz="UTC")),
+        "num": pa.array([e[1] for e in events], pa.int64()),
+        "id": pa.array([e[2] for e in events]),
+    }), mode="append")
+
+
+def batch_rows(schema: str, sql: str, views: dict) -> list[tuple]:
+    """The model's query run by Spark in batch over the views `views` (source -> view)."""
+    names = {LT: f"{schema}.lt", RT: f"{schema}.rt"}
+    for jinja, name in names.items():
+        sql = sql.replace(jinja, name)
+    plan = compile_query(sql, schemas={n: COLUMNS for n in names.values()}, watermark_delay="1 minute")
+    table = get_spark().sql(plan.sql_for({names[k]: v for k, v in views.items()})).toArrow()
+    return by_str(tuple(r.values()) for r in table.to_pylist())
+
+
+def rows(path: str) -> list[tuple]:
+    """All rows of the Delta table at `path` (NULLs and all), sorted by their text."""
+    return by_str(tuple(r.values()) for r in DeltaTable(path).to_pyarrow_table().to_pylist())
+
+
+def by_str(values) -> list:
+    return sorted(values, key=str)
+
+
+def bind_sources(project) -> dict:
+    """Temp views of the two sources' current rows, for batch_rows."""
+    views = {}
+    for src, name in ((LT, "lt"), (RT, "rt")):
+        view = f"window_join_{name}"
+        get_spark().createDataFrame(DeltaTable(table_path(project, name)).to_pyarrow_table()).createOrReplaceTempView(view)
+        views[src] = view
+    return views
+
+
+# --- Flink's window join example, exactly.
+
+CONFIG = "{{ config(materialized='streaming_view', watermark_delay='1 minute') }}\n"
+TUMBLE5 = "TABLE(TUMBLE(TABLE {t}, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))"
+FLINK_FULL = f"""
+SELECT L.num AS l_num, L.id AS l_id, R.num AS r_num, R.id AS r_id,
+       COALESCE(L.window_start, R.window_start) AS window_start, COALESCE(L.window_end, R.window_end) AS window_end
+FROM (SELECT * FROM {TUMBLE5.format(t=LT)}) L
+FULL JOIN (SELECT * FROM {TUMBLE5.format(t=RT)}) R
+ON L.num = R.num AND L.window_start = R.window_start AND L.window_end = R.window_end
+"""
+# The same window join with the TVFs directly in FROM / JOIN, LEFT, and a condition on the left
+# input only: Spark emits a left row failing it at once (it can never match), with NULLs.
+DIRECT_LEFT = f"""
+SELECT L.num AS l_num, L.id AS l_id, R.num AS r_num, R.id AS r_id, L.window_start, L.window_end
+FROM {TUMBLE5.format(t=LT)} AS L
+LEFT JOIN {TUMBLE5.format(t=RT)} AS R
+ON L.window_start = R.window_start AND L.num = R.num AND L.window_end = R.window_end AND L.id <> 'L1'
+"""
+# RIGHT, with a condition on the right input only: R4 fails it and is emitted at once.
+DIRECT_RIGHT = f"""
+SELECT L.num AS l_num, L.id AS l_id, R.num AS r_num, R.id AS r_id, R.window_start, R.window_end
+FROM {TUMBLE5.format(t=LT)} AS L
+RIGHT JOIN {TUMBLE5.format(t=RT)} AS R
+ON L.window_start = R.window_start AND L.num = R.num AND L.window_end = R.window_end AND R.id <> 'R4'
+"""
+FLINK_LEFT = [("12:02", 1, "L1"), ("12:06", 2, "L2"), ("12:03", 3, "L3")]
+FLINK_RIGHT = [("12:01", 2, "R2"), ("12:04", 3, "R3"), ("12:05", 4, "R4")]
+
+
+def at(hm: str) -> datetime:
+    return ts(f"2020-04-15 {hm}" + (":00" if hm.count(":") == 1 else ""))
+
+
+def row(l_num, l_id, r_num, r_id, start):
+    return (l_num, l_id, r_num, r_id, at(start), at(start) + timedelta(minutes=5))
+
+
+# The example's result table, as Flink's documentation prints it.
+FLINK_RESULT = sorted([
+    row(1, "L1", None, None, "12:00"), row(None, None, 2, "R2", "12:00"), row(3, "L3", 3, "R3", "12:00"),
+    row(2, "L2", None, None, "12:05"), row(None, None, 4, "R4", "12:05")], key=str)
+
+
+class TestFlinkWindowJoinExample:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"sources.yml": SOURCES, "tests.yml": models_yml(["flink_full", "direct_left", "direct_right"]),
+                "flink_full.sql": CONFIG + FLINK_FULL, "direct_left.sql": CONFIG + DIRECT_LEFT,
+                "direct_right.sql": CONFIG + DIRECT_RIGHT}
+
+    def test_example_rows_batch_and_stream(self, project):
+        lt, rt = table_path(project, "lt"), table_path(project, "rt")
+        append(lt, [(at(t), n, i) for t, n, i in FLINK_LEFT])
+        append(rt, [(at(t), n, i) for t, n, i in FLINK_RIGHT])
+        # Batch: exactly the documentation's table.
+        assert by_str(batch_rows(project.test_schema, FLINK_FULL, bind_sources(project))) == FLINK_RESULT
+
+        # Run 1: watermark min(12:06, 12:05) - 1 minute = 12:04; no window has closed. The
+        # matched pair is emitted at once (Flink would wait for 12:05: same row, earlier);
+        # L1 fails the left-only condition L.id <> 'L1', so it is emitted at once with NULLs.
+        results = run_dbt(["run"])
+        assert {r.node.name: r.adapter_response["watermark"] for r in results} == {
+            n: "2020-04-15T12:04:00.000Z" for n in ("flink_full", "direct_left", "direct_right")}
+        assert by_str(rows(table_path(project, "flink_full"))) == [row(3, "L3", 3, "R3", "12:00")]
+        assert by_str(rows(table_path(project, "direct_left"))) == by_str([
+            row(1, "L1", None, None, "12:00"), row(3, "L3", 3, "R3", "12:00")])
+        assert by_str(rows(table_path(project, "direct_right"))) == by_str([
+            row(3, "L3", 3, "R3", "12:00"), row(None, None, 4, "R4", "12:05")])
+        run_dbt(["test"])
+
+        # Run 2: rows with no partner move the watermark to min(12:11, 12:12) - 1 minute = 12:10,
+        # which closes both windows: the stream table is now exactly the example's result.
+        append(lt, [(at("12:11"), 10, "L10")])
+        append(rt, [(at("12:12"), 11, "R11")])
+        results = run_dbt(["run"])
+        assert {r.node.name: r.adapter_response["watermark"] for r in results}["flink_full"] == "2020-04-15T12:10:00.000Z"
+        assert by_str(rows(table_path(project, "flink_full"))) == FLINK_RESULT
+        assert by_str(rows(table_path(project, "direct_left"))) == by_str([
+            row(1, "L1", None, None, "12:00"), row(3, "L3", 3, "R3", "12:00"), row(2, "L2", None, None, "12:05")])
+        run_dbt(["test"])
+
+        # A run that reads new rows from one input only does not move the watermark: Spark keeps
+        # the per-input watermarks only while a query runs, and each `dbt run` restarts it, so an
+        # input with no new rows counts as watermark 0 under the min policy (L20 stays open).
+        append(lt, [(at("12:14"), 20, "L20")])
+        results = run_dbt(["run"])
+        assert {r.node.name: r.adapter_response["watermark"] for r in results}["flink_full"] == "2020-04-15T12:10:00.000Z"
+        assert by_str(rows(table_path(project, "flink_full"))) == FLINK_RESULT
+
+        # Run 3, read at watermark 12:10: L2b (12:09, window end 12:10 <= 12:10) is dropped as
+        # late; R10 (12:10:00, itself <= the watermark, but its window ends at 12:15) is kept
+        # and joins L10 at once. Spark drops by window end, not by the row's own time.
+        append(lt, [(at("12:09"), 2, "L2b")])
+        append(rt, [(at("12:10"), 10, "R10")])
+        results = run_dbt(["run"])
+        assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
+            "flink_full": 1, "direct_left": 1, "direct_right": 1}
+        assert by_str(rows(table_path(project, "direct_right"))) == by_str([
+            row(3, "L3", 3, "R3", "12:00"), row(None, None, 4, "R4", "12:05"), row(None, None, 2, "R2", "12:00"),
+            row(10, "L10", 10, "R10", "12:10")])
+        assert by_str(rows(table_path(project, "flink_full"))) == by_str(FLINK_RESULT + [row(10, "L10", 10, "R10", "12:10")])
+        listed = run_dbt(["show", "--inline", "select * from {{ late_rows(ref('flink_full')) }}"])[0].agate_table
+        assert [(r["id"], r["window_end"].strftime("%H:%M"), r["batch_watermark"].strftime("%H:%M"))
+                for r in listed] == [("L2b", "12:10", "12:10")]
+        run_dbt(["test"])
+
+
+# --- Random out-of-order streams: INNER, LEFT, FULL over TUMBLE, HOP, CUMULATE.
+
+DELAY = timedelta(minutes=2)
+JOIN_CONFIG = "{{ config(materialized='streaming_view', watermark_delay='2 minutes') }}\n"
+SIDE = "TABLE({tvf}(TABLE {t}, DESCRIPTOR(row_time), {sizes}))"
+ON = "ON L.id = R.id AND L.window_start = R.window_start AND L.window_end = R.window_end"
+SELECT = "SELECT L.num AS l_num, R.num AS r_num, COALESCE(L.id, R.id) AS id, " \
+         "COALESCE(L.window_start, R.window_start) AS window_start, COALESCE(L.window_end, R.window_end) AS window_end"
+# Per model: its query and, given a result row (l_num, r_num, id, window_start, window_end) and
+# the watermark, whether the stream has emitted it: matched pairs at once; unmatched rows when
+# the watermark reaches the end of Spark's window (CUMULATE: the max window, window_start + 4
+# minutes) or, for a row failing a condition on its own side only, at once.
+T2 = "INTERVAL '2' MINUTES"
+H13 = "INTERVAL '1' MINUTES, INTERVAL '3' MINUTES"
+C14 = "INTERVAL '1' MINUTES, INTERVAL '4' MINUTES"
+JOIN_MODELS = {
+    "inner_tumble": (
+        f"{SELECT} FROM {SIDE.format(tvf='TUMBLE', t=LT, sizes=T2)} L "
+        f"JOIN {SIDE.format(tvf='TUMBLE', t=RT, sizes=T2)} R {ON} AND L.num < R.num + 30",
+        lambda r, wm: True),
+    "left_hop": (
+        f"{SELECT} FROM (SELECT id, num, window_start, window_end FROM "
+        f"{SIDE.format(tvf='HOP', t=LT, sizes=H13)} WHERE num % 5 != 0) L "
+        f"LEFT JOIN {SIDE.format(tvf='HOP', t=RT, sizes=H13)} R {ON} AND L.num > 20",
+        lambda r, wm: r[1] is not None or r[4] <= wm or r[0] <= 20),
+    "full_cumulate": (
+        f"{SELECT} FROM (SELECT * FROM {SIDE.format(tvf='CUMULATE', t=LT, sizes=C14)}) L "
+        f"FULL OUTER JOIN (SELECT * FROM {SIDE.format(tvf='CUMULATE', t=RT, sizes=C14)}) R "
+        f"{ON} AND L.num <= R.num + 50",
+        lambda r, wm: (r[0] is not None and r[1] is not None) or r[3] + timedelta(minutes=4) <= wm),
+}
+EPOCH = datetime(2020, 4, 15, 8, 0, tzinfo=timezone.utc)
+
+
+def random_appends(seed: int, versions: int = 3, per_version: int = 30) -> list[list[tuple]]:
+    """Random (row_time, num, id) events; each version covers the next ~8 minutes, shuffled, and
+    may reach back to just after the previous versions' max time - DELAY, so events are out of
+    order but never late (the join's watermark, the lower of the two inputs', is lower still)."""
+    rng = random.Random(seed)
+    out, high = [], EPOCH
+    for i in range(versions):
+        low = high - DELAY + timedelta(seconds=1) if i else EPOCH
+        span = int((EPOCH + timedelta(minutes=8 * (i + 1)) - low).total_seconds())
+        events = [(low + timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000)),
+                   rng.randrange(1, 100), rng.choice("abc")) for _ in range(per_version)]
+        high = max(high, *(e[0] for e in events))
+        out.append(events)
+    return out
+
+
+class TestRandomWindowJoins:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"sources.yml": SOURCES, "tests.yml": models_yml(JOIN_MODELS),
+                **{f"{name}.sql": JOIN_CONFIG + sql for name, (sql, _) in JOIN_MODELS.items()}}
+
+    def test_stream_equals_batch_on_emitted_rows(self, project):
+        lt, rt = table_path(project, "lt"), table_path(project, "rt")
+        sizes = {name: [] for name in JOIN_MODELS}
+        for left, right in zip(random_appends(3), random_appends(4)):
+            append(lt, left)
+            append(rt, right)
+            results = run_dbt(["run"])
+            assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {n: 0 for n in JOIN_MODELS}
+            views = bind_sources(project)
+            for name, (sql, emitted) in JOIN_MODELS.items():
+                path = table_path(project, name)
+                watermark = datetime.fromtimestamp(commits(path)[-1]["watermark_ms"] / 1000, timezone.utc)
+                everything = batch_rows(project.test_schema, sql, views)
+                expected = [r for r in everything if emitted(r, watermark)]
+                assert by_str(rows(path)) == by_str(expected), name
+                sizes[name].append((len(expected), len(everything)))
+            assert len(run_dbt(["test"])) == len(JOIN_MODELS)
+        # Every model emitted rows in every run; the outer joins still hold unmatched rows of
+        # open windows, and emitted some unmatched rows of closed ones.
+        assert all(0 < a[0] < b[0] < c[0] for a, b, c in sizes.values()), sizes
+        assert all(sizes[n][-1][0] < sizes[n][-1][1] for n in ("left_hop", "full_cumulate")), sizes
+        for name in ("left_hop", "full_cumulate"):
+            assert any(None in r[:2] for r in rows(table_path(project, name))), name
