@@ -225,10 +225,10 @@ def compile_query(
                 "Use materialized='upsert_table' for updating results, or aggregate over a "
                 "window TVF grouped by window_start and window_end.", position_of(node, sql))
     upsert = analyse_upsert(tree, cls, found, topns, sql, unique_key, emit_early) if materialization == UPSERT_TABLE else None
-    windowed = cls.window_aggregates or topns or any(t.function == "SESSION" for t in tvfs)
+    windowed = cls.window_aggregates or topns or joins or any(t.function == "SESSION" for t in tvfs)
     if ((cls.aggregating or topns) if upsert is None else windowed) and delay_us is None:
         raise SqlError(
-            "SSV105", "window aggregate without a watermark delay",
+            "SSV105", "windowed query (window aggregate, Top-N, join or SESSION) without a watermark delay",
             "a window is complete, emitted finally and dropped from state when the watermark passes "
             "its end, so the stream needs to know how late rows may arrive",
             "Set watermark_delay in the model config (e.g. watermark_delay='1 minute').",
