@@ -58,6 +58,7 @@ class StreamingAdapterResponse(AdapterResponse):
     rows_written: int = 0
     late_rows: int = 0
     watermark: Optional[str] = None
+    state_rows: int = 0  # rows in Spark's state store after the run (all stateful operators)
     duration_s: float = 0.0
 
 
@@ -121,8 +122,11 @@ def _offset(offset) -> dict:
     return offset if isinstance(offset, dict) else {}
 
 
-def _summarise(progress: list[dict]) -> tuple[int, dict, int, int | None]:
+def _summarise(progress: list[dict]) -> tuple[int, dict, int, int | None, int]:
+    """Rows read, versions read per source, late rows (as Spark counts them), the watermark,
+    and the rows in Spark's state store after the last batch."""
     rows, late, versions, watermark = 0, 0, {}, None
+    state_rows = sum(op.get("numRowsTotal", 0) for op in progress[-1].get("stateOperators", [])) if progress else 0
     for p in progress:
         rows += p.get("numInputRows", 0)
         late += sum(op.get("numRowsDroppedByWatermark", 0) for op in p.get("stateOperators", []))
@@ -135,7 +139,7 @@ def _summarise(progress: list[dict]) -> tuple[int, dict, int, int | None]:
                 versions[label] = [min(prev[0], first) if prev else first, end]
         wm = p.get("eventTime", {}).get("watermark")
         watermark = wm or watermark
-    return rows, versions, late, watermark
+    return rows, versions, late, watermark, state_rows
 
 
 def _query_id(checkpoint: str) -> str:
@@ -255,7 +259,7 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
     if keys:
         catalog.bind_changelog(model.schema, model.identifier)
 
-    rows, versions, late, watermark = _summarise(query.recentProgress)
+    rows, versions, late, watermark, state_rows = _summarise(query.recentProgress)
     if late:
         # Spark counts dropped rows after partial aggregation; count the input rows exactly.
         df = late_rows(spark, catalog, plan, run_batches, previous.get("sources", {}),
@@ -264,7 +268,7 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
     response = StreamingAdapterResponse(
         _message="", rows_affected=written["rows"], rows_read=rows, versions_read=versions,
         batches=written["commits"] + written["replayed"], rows_written=written["rows"], late_rows=late,
-        watermark=watermark, duration_s=round(time.time() - started, 2))
+        watermark=watermark, state_rows=state_rows, duration_s=round(time.time() - started, 2))
     logger.info(_log_line(model, response, paths))
     written_what = "changes" if model.materialization == UPSERT_TABLE else "rows written"
     response._message = (f"{response.rows_written} {written_what}, {rows} read" if response.batches
