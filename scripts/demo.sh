@@ -13,6 +13,6 @@ python scripts/append_bids.py          # second scenario: one more Delta version
 dbt run --profiles-dir .               # reads only the new version; closes 08:10 and 08:20
 dbt test --profiles-dir . --vars '{phase: 2}'
 # the upsert_table changelog: +I after the first run, -U/+U after the second
-dbt show --profiles-dir . --inline "select * from analytics.bids_running_total_changelog order by _commit_version, _op"
+dbt show --profiles-dir . --inline "select * from analytics.bids_running_total_changelog order by _commit_version, _op desc"
 # the bid the stream dropped as late, with its window and the watermark that dropped it
 dbt show --profiles-dir . --inline "select * from {{ late_rows(ref('bids_per_10min')) }}"
