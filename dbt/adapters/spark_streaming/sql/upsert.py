@@ -88,8 +88,9 @@ def dedups(tree: exp.Expr, window_topns: Sequence[WindowTopN]) -> List[Dedup]:
 
 def _unsupported(what: str, why: str, node: Optional[exp.Expr], sql: str, code: str = "SSV131") -> SqlError:
     return SqlError(code, what, why, "Supported by upsert_table: GROUP BY aggregates (with or without "
-                    "a window TVF), keep-first/keep-latest deduplication (ROW_NUMBER() ... = 1), and "
-                    "append-only queries with a unique_key.", position_of(node, sql))
+                    "a window TVF), keep-first/keep-latest deduplication (ROW_NUMBER() ... = 1), Top-N "
+                    "(SELECT * FROM (... ROW_NUMBER() ...) WHERE rn <= N), and append-only queries with a "
+                    "unique_key.", position_of(node, sql))
 
 
 def _dedup_columns(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: str) -> List[str]:
