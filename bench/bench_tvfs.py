@@ -38,7 +38,7 @@ MODELS = {
     "cumulate": f"SELECT window_start, window_end, item, SUM(price) AS total FROM TABLE(CUMULATE(TABLE {B}, "
                 "DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, item",
     "session": f"SELECT window_start, window_end, item, SUM(price) AS total FROM TABLE(SESSION(TABLE {B} "
-               "PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '1' MINUTES)) GROUP BY window_start, window_end, item",
+               "PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '10' SECONDS)) GROUP BY window_start, window_end, item",
     "tumble_rows": f"SELECT bidtime, price, item, window_start, window_end FROM {TUMBLE} WHERE price > 50",
     "top3": f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, item ORDER BY "
             f"price DESC) AS rownum FROM {TUMBLE}) WHERE rownum <= 3",
