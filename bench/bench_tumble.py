@@ -173,14 +173,15 @@ def jvm_heap(spark) -> tuple[int, int]:
     return mf.getMemoryMXBean().getHeapMemoryUsage().getMax(), peak
 
 
-def setup_project() -> None:
-    """A fresh work dir with the dbt project; cwd moves there so dbt's logs/ and target/ land in it."""
-    shutil.rmtree(WORK, ignore_errors=True)
-    for name, text in FILES.items():
-        os.makedirs(os.path.dirname(os.path.join(PROJECT, name)), exist_ok=True)
-        with open(os.path.join(PROJECT, name), "w") as fh:
+def setup_project(files: dict | None = None, work: str = WORK, project: str = PROJECT) -> None:
+    """A fresh work dir with the dbt project (`files`, default this benchmark's); cwd moves
+    there so dbt's logs/ and target/ land in it."""
+    shutil.rmtree(work, ignore_errors=True)
+    for name, text in (FILES if files is None else files).items():
+        os.makedirs(os.path.dirname(os.path.join(project, name)), exist_ok=True)
+        with open(os.path.join(project, name), "w") as fh:
             fh.write(text)
-    os.chdir(PROJECT)
+    os.chdir(project)
 
 
 def main() -> None:

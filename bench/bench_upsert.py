@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -23,6 +22,9 @@ import time
 import numpy as np
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_tumble as bt  # noqa: E402  (its project set-up)
 
 WORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "work", "upsert")
 PROJECT = os.path.join(WORK, "project")
@@ -70,12 +72,7 @@ def same_rows() -> int:
 
 
 def bench(history: int, users: int, repeat: int) -> dict:
-    shutil.rmtree(WORK, ignore_errors=True)
-    for name, text in FILES.items():
-        os.makedirs(os.path.dirname(os.path.join(PROJECT, name)), exist_ok=True)
-        with open(os.path.join(PROJECT, name), "w") as fh:
-            fh.write(text)
-    os.chdir(PROJECT)
+    bt.setup_project(FILES, WORK, PROJECT)
     rng = np.random.default_rng(7)
     step = 10_000_000
     for i, chunk in enumerate(np.array_split(np.arange(history), max(history // step, 1))):
