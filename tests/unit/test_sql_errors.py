@@ -13,6 +13,7 @@ AGG = "SELECT window_start, window_end, COUNT(*) AS n FROM TABLE({}) GROUP BY wi
 
 TOPN = "SELECT * FROM (SELECT *, {f} OVER ({o}) AS rownum FROM {tvf}) WHERE {w}"
 TVF1 = f"TABLE(TUMBLE({T}, INTERVAL '1' MINUTE))"
+AGG_K = "SELECT window_start, window_end, item, SUM(price) AS total FROM {} GROUP BY window_start, window_end, item"
 
 BAD = [
     # (sql, code, substring of str(e))
@@ -85,7 +86,10 @@ BAD = [
         ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum <= price"),
         ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum <= 3 AND price > 1"),
         ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "item = 'A'"),
-        ("RANK()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum <= 3"),
+        ("RANK()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum > 3"),
+        ("DENSE_RANK()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum = 2"),
+        ("NTILE(4)", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum <= 3"),
+        ("PERCENT_RANK()", "PARTITION BY window_start, window_end ORDER BY price", TVF1, "rownum <= 3"),
         ("SUM(price)", "PARTITION BY window_start, window_end", TVF1, "rownum <= 3"),
         ("ROW_NUMBER()", "PARTITION BY window_start ORDER BY price", TVF1, "rownum <= 3"),
         ("ROW_NUMBER()", "PARTITION BY window_start, window_end, window_time ORDER BY price", TVF1, "rownum <= 3"),
@@ -95,7 +99,26 @@ BAD = [
         ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price", "analytics.bids", "rownum <= 3"),
         ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY price",
          f"TABLE(SESSION({T}, INTERVAL '1' MINUTE))", "rownum <= 3"),
+        # over a window aggregate: in a subquery of the Top-N's FROM, of TUMBLE / HOP / CUMULATE,
+        # partitioned by both of its window bounds
+        ("RANK()", "PARTITION BY window_start ORDER BY total", f"({AGG_K.format(TVF1)})", "rownum <= 3"),
+        ("RANK()", "PARTITION BY window_start, window_end, window_time ORDER BY total",
+         "(" + AGG_K.format(TVF1).replace("window_end,", "window_end, window_time,", 1) + ")", "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY total",
+         "(" + AGG_K.format(TVF1).replace("window_end, item", "item", 1) + ")", "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY total",
+         f"({AGG_K.format(f'TABLE(SESSION(TABLE analytics.bids PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL {chr(39)}1{chr(39)} MINUTE))')})",
+         "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY total",
+         "(SELECT item, SUM(price) AS total FROM analytics.bids GROUP BY item)", "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY total", "agg", "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY window_start, window_end ORDER BY total",
+         f"({AGG_K.format(TVF1)}) AS a JOIN analytics.bids AS b ON a.item = b.item", "rownum <= 3"),
+        ("ROW_NUMBER()", "PARTITION BY a.window_start, window_end ORDER BY total", f"({AGG_K.format(TVF1)}) AS b",
+         "rownum <= 3"),
     ]],
+    (f"WITH agg AS ({AGG_K.format(TVF1)}) " + TOPN.format(f="ROW_NUMBER()", o="PARTITION BY window_start, "
+     "window_end ORDER BY total", tvf="agg", w="rownum <= 3"), "SSV108", "in a subquery of its FROM"),
     # CUMULATE
     (AGG.format(f"CUMULATE({T}, INTERVAL '1' MINUTE)"), "SSV102", "missing argument(s) SIZE"),
     (AGG.format(f"CUMULATE({T}, SIZE => INTERVAL '10' MINUTES)"), "SSV102", "missing argument(s) STEP"),
@@ -258,6 +281,32 @@ def test_window_topn_needs_watermark_delay():
     assert info.value.position == (1, sql.index("ROW_NUMBER") + 1)
     with pytest.raises(SqlError) as info:
         compile_query(sql, schemas=SCHEMAS, watermark_delay=None, materialization="upsert_table")
+
+
+def test_window_topn_over_aggregate_errors():
+    """A window Top-N over a window aggregate needs the aggregate's columns named (SSV109) and
+    a watermark delay (SSV105); by RANK / DENSE_RANK in an upsert_table, a unique_key (SSV130)."""
+    unnamed = "SELECT window_start, window_end, item, SUM(price) FROM {} GROUP BY window_start, window_end, item"
+    sql = TOPN.format(f="RANK()", o="PARTITION BY window_start, window_end ORDER BY item", tvf=f"({unnamed.format(TVF1)})",
+                      w="rownum <= 3")
+    with pytest.raises(SqlError) as info:
+        compile_query(sql, schemas=SCHEMAS, watermark_delay="1 minute")
+    assert info.value.code == "SSV109" and "got SUM(price)" in str(info.value)
+    assert info.value.position == (1, sql.index("SUM(price)") + 1)
+    over_agg = TOPN.format(f="ROW_NUMBER()", o="PARTITION BY window_start, window_end ORDER BY total",
+                           tvf=f"({AGG_K.format(TVF1)})", w="rownum <= 3")
+    with pytest.raises(SqlError) as info:
+        compile_query(over_agg, schemas=SCHEMAS, watermark_delay=None)
+    assert info.value.code == "SSV105"
+    for f in ("RANK()", "DENSE_RANK()"):
+        sql = TOPN.format(f=f, o="PARTITION BY window_start, window_end ORDER BY price", tvf=TVF1, w="rownum <= 3")
+        with pytest.raises(SqlError) as info:
+            compile_query(sql, schemas=SCHEMAS, watermark_delay="1 minute", materialization="upsert_table")
+        assert info.value.code == "SSV130" and f"by {f}" in str(info.value)
+        assert info.value.position == (1, sql.index(f) + 1)
+        plan = compile_query(sql, schemas=SCHEMAS, watermark_delay="1 minute", materialization="upsert_table",
+                             unique_key=["window_start", "window_end", "bidtime", "item"])
+        assert plan.upsert.unique_key == ("window_start", "window_end", "bidtime", "item")
 
 
 # --- Window joins: same windows on both sides, both bounds in ON, qualified ON columns.

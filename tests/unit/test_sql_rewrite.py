@@ -565,6 +565,100 @@ def test_window_topn_in_a_cte_and_in_upsert_table():
     assert plan.upsert.unique_key == ("window_start", "window_end", "rownum")
 
 
+# Window Top-N over a window aggregate (FLIP-145's example): the two aggregates chain.
+SUPPLIERS = {"analytics.bid": {"bidtime": "timestamp", "price": "decimal(10,2)", "item": "string",
+                               "supplier_id": "string"}}
+BID_AGG = ("SELECT window_start, window_end, supplier_id, SUM(price) as price, COUNT(*) as cnt "
+           "FROM TABLE(TUMBLE(TABLE analytics.Bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)) "
+           "GROUP BY window_start, window_end, supplier_id")
+FLIP145_TOPN = f"""SELECT * FROM (
+    SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) as rownum
+    FROM ({BID_AGG})
+  ) WHERE rownum <= 3"""
+BID_INNER = (f"(SELECT *, {W10} FROM analytics.bid {WM}) AS bid")
+AGG_OUT = ("__r.window_start AS window_start, __r.window_end AS window_end, __r.supplier_id AS supplier_id, "
+           "__r.price AS price, __r.cnt AS cnt")
+AGG_ROW = "window_start AS window_start, window_end AS window_end, supplier_id AS supplier_id, price AS price, cnt AS cnt"
+
+
+def test_window_topn_over_window_aggregate_rewrite():
+    """The window aggregate (GROUP BY __w, supplier_id) also projects __w; the Top-N is a second
+    aggregate grouping its rows by __w. Spark chains them in append mode: the second emits a
+    window in the micro-batch in which the first closes it."""
+    plan = compile_query(FLIP145_TOPN, schemas=SUPPLIERS, watermark_delay="1 minute")
+    assert plan.spark_sql == norm(
+        f"SELECT * FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT({AGG_OUT}, __i + 1 AS rownum))) "
+        f"FROM (SELECT __w, SLICE(ARRAY_SORT(COLLECT_LIST(STRUCT(price AS __o0, {AGG_ROW})), "
+        f"(__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)), 1, 3) AS __top "
+        "FROM (SELECT __w.start AS window_start, __w.end AS window_end, supplier_id, SUM(price) AS price, "
+        f"COUNT(*) AS cnt, __w FROM {BID_INNER} GROUP BY __w, supplier_id) GROUP BY __w)) WHERE rownum <= 3")
+    assert (plan.kind, plan.sources) == ("append", ("analytics.bid",))
+    # snapshot_equivalence: only the first aggregate reads the windowed input, drops late rows
+    # and waits for the watermark; the Top-N ranks the windows it has emitted.
+    emitted = plan.emitted_sql({"analytics.bid": "b"}, 0)
+    assert emitted.count("HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)") == 1
+    assert "WHERE __w.end > __dss_late_wm) AS bid GROUP BY __w, supplier_id HAVING" in emitted
+    assert len(plan.late_rows_sql({"analytics.bid": "b"})) == 1
+
+
+def test_window_topn_over_window_aggregate_variants():
+    """Aliased, qualified and renamed window bounds, explicit columns, a filter between the
+    aggregates, CUMULATE (ranked per cumulative window: __w and __k) and partition keys."""
+    agg = ("SELECT t.window_start AS ws, window_end, supplier_id, item, SUM(price) AS total FROM TABLE(CUMULATE("
+           "TABLE analytics.bid, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES)) AS t "
+           "GROUP BY window_start, window_end, supplier_id, item")
+    sql = (f"SELECT ws, supplier_id, total, r FROM (SELECT supplier_id, a.total, ws, RANK() OVER (PARTITION BY "
+           f"a.ws, item, window_end ORDER BY total DESC) AS r FROM ({agg}) AS a WHERE total > 2) WHERE r <= 2")
+    plan = compile_query(sql, schemas=SUPPLIERS, watermark_delay="1 minute")
+    out = plan.spark_sql
+    assert ("GROUP BY __w, __k, supplier_id, item) AS a WHERE total > 2 GROUP BY __w, __k, item)" in out)
+    assert "SUM(price) AS total, __w, __k FROM (SELECT *, WINDOW(bidtime, '600 seconds'" in out
+    assert ("STRUCT(__r.supplier_id AS supplier_id, __r.total AS total, __r.ws AS ws, "
+            "ARRAY_MAX(FILTER(SLICE(__starts, 1, 2), __j -> __j <= __i + 1)) AS r)") in out
+    assert out.startswith("SELECT ws, supplier_id, total, r FROM (SELECT INLINE(")
+    assert plan.kind == "append"
+    # in an upsert_table: keyed by window, partition keys and row number (ROW_NUMBER only)
+    plan = compile_query(FLIP145_TOPN, schemas=SUPPLIERS, watermark_delay="1 minute", materialization="upsert_table")
+    assert (plan.output_mode, plan.upsert.unique_key) == ("append", ("window_start", "window_end", "rownum"))
+
+
+STARTS = ("FILTER(SEQUENCE(1, SIZE(__top)), __j -> __j = 1 OR COALESCE({}, 0) <> 0) AS __starts").format(
+    cmp_("__o0", 1, 1).replace("__a.", "ELEMENT_AT(__top, GREATEST(__j - 1, 1)).").replace("__b.", "ELEMENT_AT(__top, __j)."))
+
+
+@pytest.mark.parametrize("function,kept,rank", [
+    # RANK: the rows before the first value starting past N; a row's rank is where its value starts
+    ("RANK", "COALESCE(ARRAY_MIN(FILTER(__starts, __j -> __j > 3)) - 1, SIZE(__top))",
+     "ARRAY_MAX(FILTER(SLICE(__starts, 1, 3), __j -> __j <= __i + 1))"),
+    # DENSE_RANK: the rows before the (N+1)-th value; a row's rank counts the values up to it
+    ("DENSE_RANK", "COALESCE(ARRAY_MIN(SLICE(__starts, 4, 1)) - 1, SIZE(__top))",
+     "SIZE(FILTER(SLICE(__starts, 1, 3), __j -> __j <= __i + 1))"),
+])
+def test_window_rank_and_dense_rank(function, kept, rank):
+    """RANK / DENSE_RANK: the aggregate keeps each group's rows sorted (no slice), a projection
+    finds where each ORDER BY value starts, and ties share a rank (a group may keep more than N)."""
+    plan = compile_(topn().replace("ROW_NUMBER()", f"{function}()"))
+    assert plan.spark_sql == norm(
+        f"SELECT * FROM (SELECT INLINE(TRANSFORM(SLICE(__top, 1, {kept}), (__r, __i) -> STRUCT("
+        f"{OUT.replace('__i + 1', rank)}))) FROM (SELECT __w, __top, {STARTS} FROM ("
+        f"SELECT __w, ARRAY_SORT(COLLECT_LIST(STRUCT(price AS __o0, {ROW})), "
+        f"(__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)) AS __top "
+        f"FROM {INNER} AS bids GROUP BY __w))) WHERE rownum <= 3")
+    assert plan.kind == "append"
+    # the oracle still finds the window aggregate; a Top-N over a window aggregate works the same
+    assert "GROUP BY __w HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)" in plan.emitted_sql({"analytics.bids": "b"}, 0)
+    over_agg = compile_query(FLIP145_TOPN.replace("ROW_NUMBER()", f"{function}()"), schemas=SUPPLIERS,
+                             watermark_delay="1 minute").spark_sql
+    assert f"SLICE(__top, 1, {kept})" in over_agg and "__w FROM (SELECT *, WINDOW(" in over_agg
+
+
+def test_window_rank_multiple_order_keys_compare_all():
+    sql = compile_(topn(order="price DESC, item").replace("ROW_NUMBER()", "DENSE_RANK()")).spark_sql
+    prev, cur = "ELEMENT_AT(__top, GREATEST(__j - 1, 1)).", "ELEMENT_AT(__top, __j)."
+    terms = [cmp_("__o0", 1, 1), cmp_("__o1", -1, -1)]
+    assert "COALESCE({}, 0) <> 0) AS __starts".format(", ".join(terms).replace("__a.", prev).replace("__b.", cur)) in sql
+
+
 # --- Window joins (sql/joins.py): each side keeps its window struct __w, the join is on it.
 
 JOIN_SCHEMAS = {

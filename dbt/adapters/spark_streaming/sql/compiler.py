@@ -165,8 +165,10 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
         raise SqlError(
             "SSV108", "window functions (OVER ...) are not supported yet",
             "Spark structured streaming cannot evaluate OVER clauses on streams; only a window "
-            "Top-N is (ROW_NUMBER() OVER (PARTITION BY window_start, window_end [, keys] ORDER BY "
-            "...) AS rownum over a TUMBLE, HOP or CUMULATE TVF in a subquery filtered by rownum <= N)",
+            "Top-N is (ROW_NUMBER(), RANK() or DENSE_RANK() OVER (PARTITION BY window_start, "
+            "window_end [, keys] ORDER BY ...) AS rownum in a subquery filtered by rownum <= N, over "
+            "the rows of a TUMBLE, HOP or CUMULATE TVF or over a window aggregate of one in a "
+            "subquery of its FROM)",
             "Use a window TVF aggregate (TABLE(TUMBLE(...)) grouped by window_start, "
             "window_end), a window Top-N, or compute it in a batch model.", position_of(node, sql))
 
@@ -207,7 +209,7 @@ def compile_query(
     delay_us = parse_watermark_delay(watermark_delay)
     tree = _parse(sql)
     rewrite_retractions(tree, changelogs, materialization, sql)
-    topns = window_topns(tree)
+    topns = window_topns(tree, sql)
     found = dedups(tree, topns) if materialization == UPSERT_TABLE else []
     _check_unsupported(tree, sql, {id(t.window) for t in topns} | {id(d.window) for d in found})
     rewrite_distinct_counts(tree)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from sqlglot import exp
 
@@ -17,6 +17,7 @@ SESSION_KEY = "__p"  # SESSION without PARTITION BY: a constant group key (see _
 SESSION_ROWS = "__rows"  # SESSION rows: the input rows of one session, collected
 TOP_ROWS = "__top"  # window Top-N: the first N rows of one group, in ROW_NUMBER order
 ORDER_FIELD = "__o"  # window Top-N: the ORDER BY values of a collected row (__o0, __o1, ...)
+TIE_STARTS = "__starts"  # window RANK / DENSE_RANK: where each ORDER BY value starts in __top
 
 
 def _window_struct() -> exp.Column:
@@ -170,11 +171,15 @@ def _projection_table(inner: exp.Select, columns: List[str], spec: WindowSpec) -
     return exp.Select(expressions=projections + _window_columns(spec)).from_(exp.Subquery(this=sessions))
 
 
-def _compare(ordered: exp.Ordered, i: int) -> exp.Expr:
-    """Comparator term of ORDER BY key ``i`` for array_sort: <0, 0, >0 as ROW_NUMBER orders
-    (ASC / DESC, NULLS FIRST / LAST as written, else Spark's default: NULLs smallest)."""
-    left = exp.Dot(this=exp.column("__a"), expression=exp.to_identifier(f"{ORDER_FIELD}{i}"))
-    right = exp.Dot(this=exp.column("__b"), expression=exp.to_identifier(f"{ORDER_FIELD}{i}"))
+def _dot(row: exp.Expr, name: str) -> exp.Dot:
+    return exp.Dot(this=row.copy(), expression=exp.to_identifier(name))
+
+
+def _compare(ordered: exp.Ordered, i: int, a: exp.Expr, b: exp.Expr) -> exp.Expr:
+    """Comparison of collected rows ``a`` and ``b`` on ORDER BY key ``i``: <0, 0, >0 as the
+    ranking function orders (ASC / DESC, NULLS FIRST / LAST as written, else Spark's default:
+    NULLs smallest)."""
+    left, right = _dot(a, f"{ORDER_FIELD}{i}"), _dot(b, f"{ORDER_FIELD}{i}")
     first = -1 if ordered.args.get("nulls_first") else 1
     up = -1 if ordered.args.get("desc") else 1
     num = exp.Literal.number
@@ -190,57 +195,113 @@ def _compare(ordered: exp.Ordered, i: int) -> exp.Expr:
     ], default=num(0))
 
 
-def _topn_query(topn: WindowTopN, inner: exp.Select, alias: exp.TableAlias, columns: List[str],
+def _order_compare(order: List[exp.Ordered], a: exp.Expr, b: exp.Expr) -> exp.Expr:
+    """<0, 0, >0 as collected row ``a`` comes before, ties with or comes after ``b`` in ORDER BY."""
+    terms: List[exp.Expr] = [exp.Anonymous(this="nullif", expressions=[_compare(o, i, a, b), exp.Literal.number(0)])
+                             for i, o in enumerate(order)]
+    return exp.Coalesce(this=terms[0], expressions=terms[1:] + [exp.Literal.number(0)])
+
+
+def _lambda(body: exp.Expr, *params: str) -> exp.Lambda:
+    return exp.Lambda(this=body, expressions=[exp.to_identifier(p) for p in params])
+
+
+def _fn(name: str, *args: exp.Expr) -> exp.Anonymous:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _tie_starts(order: List[exp.Ordered]) -> exp.Expr:
+    """RANK / DENSE_RANK: the 1-based positions in the sorted ``__top`` where a new ORDER BY
+    value starts, ``FILTER(SEQUENCE(1, SIZE(__top)), __j -> __j = 1 OR <row __j - 1 and row __j
+    differ>)``: ascending, one per distinct value."""
+    j, top = exp.column("__j"), exp.column(TOP_ROWS)
+    prev = _fn("element_at", top.copy(), _fn("greatest", exp.Sub(this=j.copy(), expression=exp.Literal.number(1)),
+                                              exp.Literal.number(1)))
+    differs = exp.NEQ(this=_order_compare(order, prev, _fn("element_at", top.copy(), j.copy())),
+                      expression=exp.Literal.number(0))
+    first = exp.EQ(this=j.copy(), expression=exp.Literal.number(1))
+    return _fn("filter", _fn("sequence", exp.Literal.number(1), _fn("size", top.copy())),
+               _lambda(exp.or_(first, differs), "__j"))
+
+
+def _ranks(topn: WindowTopN) -> Tuple[exp.Expr, exp.Expr]:
+    """(the rows of the sorted ``__top`` that rank <= N, the rank of row ``__r`` at 0-based
+    position ``__i`` among them) for RANK / DENSE_RANK, over ``__top`` and ``__starts``
+    (_tie_starts). A row's RANK is its value's start position, its DENSE_RANK the number of
+    starts up to it; the rows kept are those before the first start past N (RANK) or the
+    (N+1)-th start (DENSE_RANK): every start among them is one of the first N."""
+    n, top, starts = topn.limit, exp.column(TOP_ROWS), exp.column(TIE_STARTS)
+    j, num = exp.column("__j"), exp.Literal.number
+    upto = _lambda(exp.LTE(this=j.copy(), expression=exp.Add(this=exp.column("__i"), expression=num(1))), "__j")
+    first_n = _fn("slice", starts.copy(), num(1), num(n))
+    if topn.function == "rank":
+        beyond = _fn("array_min", _fn("filter", starts.copy(), _lambda(exp.GT(this=j.copy(), expression=num(n)), "__j")))
+        rank = _fn("array_max", _fn("filter", first_n, upto))
+    else:
+        beyond = _fn("array_min", _fn("slice", starts.copy(), num(n + 1), num(1)))
+        rank = _fn("size", _fn("filter", first_n, upto))
+    count = exp.Coalesce(this=exp.Sub(this=beyond, expression=num(1)), expressions=[_fn("size", top.copy())])
+    return _fn("slice", top.copy(), num(1), count), rank
+
+
+def _topn_query(topn: WindowTopN, inner: exp.Select, alias: Optional[exp.TableAlias], columns: List[str],
                 spec: WindowSpec) -> exp.Select:
     """A window Top-N as a window aggregate (grouping by ``__w``, so the watermark closes it)::
 
         SELECT inline(transform(__top, (__r, __i) -> struct(__r.c AS c, ..., <window_*>, __i + 1 AS rownum)))
         FROM (SELECT __w [, __k], slice(array_sort(collect_list(struct(<order keys> AS __o0, ...,
                      <input columns>)), <comparator>), 1, N) AS __top
-              FROM (<windowed input>) AS t [WHERE ...] GROUP BY __w [, __k], <partition keys>)
+              FROM (<input>) AS t [WHERE ...] GROUP BY __w [, __k], <partition keys>)
 
-    exposing the columns the Top-N subquery exposed (``*`` = input columns and window_start,
-    window_end, window_time), with ``rownum`` = the row's position in its group.
+    exposing the columns the Top-N subquery exposed, with ``rownum`` = the row's position in
+    its group. ``<input>`` is the windowed input (``*`` = its ``columns`` and window_start,
+    window_end, window_time), or, for a Top-N over a window aggregate, that aggregate
+    projecting ``__w`` [, ``__k``] besides its ``columns``: Spark chains the two aggregates in
+    append mode, and the second emits a window in the micro-batch in which the first does.
+
+    RANK / DENSE_RANK keep the whole sorted array in ``__top``, find where each ORDER BY value
+    starts (``__starts``) in a projection above the aggregate, and keep the rows ranked <= N
+    (see _ranks): ties share a rank, so a group may keep more than N rows.
     """
     fields: List[exp.Expr] = [exp.alias_(o.this.copy(), f"{ORDER_FIELD}{i}") for i, o in enumerate(topn.order)]
     fields += [exp.alias_(exp.column(exp.to_identifier(c)), exp.to_identifier(c)) for c in columns]
-    collected = exp.Anonymous(this="collect_list", expressions=[exp.Struct(expressions=fields)])
-    terms: List[exp.Expr] = [exp.Anonymous(this="nullif", expressions=[_compare(o, i), exp.Literal.number(0)])
-                             for i, o in enumerate(topn.order)]
-    comparator = exp.Lambda(this=exp.Coalesce(this=terms[0], expressions=terms[1:] + [exp.Literal.number(0)]),
-                            expressions=[exp.to_identifier("__a"), exp.to_identifier("__b")])
-    top = exp.Anonymous(this="slice", expressions=[
-        exp.Anonymous(this="array_sort", expressions=[collected, comparator]),
-        exp.Literal.number(1), exp.Literal.number(topn.limit)])
+    collected = _fn("collect_list", exp.Struct(expressions=fields))
+    comparator = _lambda(_order_compare(topn.order, exp.column("__a"), exp.column("__b")), "__a", "__b")
+    top: exp.Expr = _fn("array_sort", collected, comparator)
+    if topn.function == "row_number":
+        top = _fn("slice", top, exp.Literal.number(1), exp.Literal.number(topn.limit))
     aggregate = exp.Select(expressions=[*_group_keys(spec), exp.alias_(top, TOP_ROWS)]).from_(
         exp.Subquery(this=inner, alias=alias))
     if topn.scope.args.get("where") is not None:
         aggregate.set("where", topn.scope.args["where"].copy())
     aggregate = aggregate.group_by(*_group_keys(spec), *[k.copy() for k in topn.keys])
+    source: exp.Select = aggregate
+    rows: exp.Expr = exp.column(TOP_ROWS)
+    rank: exp.Expr = exp.Add(this=exp.column("__i"), expression=exp.Literal.number(1))
+    if topn.function != "row_number":
+        source = exp.Select(expressions=[*_group_keys(spec), exp.column(TOP_ROWS),
+                                         exp.alias_(_tie_starts(topn.order), TIE_STARTS)]).from_(
+            exp.Subquery(this=aggregate))
+        rows, rank = _ranks(topn)
 
     lower = {c.lower(): c for c in columns}
     out: List[exp.Expr] = []
     for proj in topn.scope.expressions:
         if isinstance(proj, exp.Star):
-            out += [exp.alias_(exp.Dot(this=exp.column("__r"), expression=exp.to_identifier(c)),
-                               exp.to_identifier(c)) for c in columns]
-            out += [exp.alias_(window_expression(n, spec), n) for n in ("window_start", "window_end", "window_time")]
+            out += [exp.alias_(_dot(exp.column("__r"), c), exp.to_identifier(c)) for c in columns]
+            if topn.aggregate is None:
+                out += [exp.alias_(window_expression(n, spec), n) for n in ("window_start", "window_end", "window_time")]
         elif isinstance(proj, exp.Column):
-            key = window_key(proj, topn.tvf)
+            key = window_key(proj, topn.tvf) if topn.aggregate is None else None
             if key is not None:
                 out.append(exp.alias_(window_expression(key, spec), proj.name))
             else:
                 name = lower.get(proj.name.lower(), proj.name)
-                out.append(exp.alias_(exp.Dot(this=exp.column("__r"), expression=exp.to_identifier(name)),
-                                      exp.to_identifier(proj.name)))
-        else:  # the ROW_NUMBER() alias
-            out.append(exp.alias_(exp.Add(this=exp.column("__i"), expression=exp.Literal.number(1)),
-                                  exp.to_identifier(topn.rownum)))
-    rows = exp.Anonymous(this="transform", expressions=[
-        exp.column(TOP_ROWS),
-        exp.Lambda(this=exp.Struct(expressions=out), expressions=[exp.to_identifier("__r"), exp.to_identifier("__i")])])
-    return exp.Select(expressions=[exp.Anonymous(this="inline", expressions=[rows])]).from_(
-        exp.Subquery(this=aggregate))
+                out.append(exp.alias_(_dot(exp.column("__r"), name), exp.to_identifier(proj.name)))
+        else:  # the ranking function's alias
+            out.append(exp.alias_(rank, exp.to_identifier(topn.rownum)))
+    ranked = _fn("transform", rows, _lambda(exp.Struct(expressions=out), "__r", "__i"))
+    return exp.Select(expressions=[_fn("inline", ranked)]).from_(exp.Subquery(this=source))
 
 
 def rewrite_distinct_counts(tree: exp.Expr) -> None:
@@ -335,7 +396,7 @@ def rewrite_tvfs(
             side = _join_side_table(inner, list(schemas[spec.source]), spec)
             tvf.replace(exp.Subquery(this=side, alias=alias))
             continue
-        if topn is not None:
+        if topn is not None and topn.aggregate is None:
             topn.scope.replace(_topn_query(topn, inner, alias, list(schemas[spec.source]), spec))
             continue
         if scope is not None:
@@ -345,3 +406,8 @@ def rewrite_tvfs(
             columns = list(schemas[spec.source])
             derived = exp.Subquery(this=_projection_table(inner, columns, spec), alias=alias)
         tvf.replace(derived)
+        if topn is not None:  # a Top-N over this window aggregate: rank its rows by __w [, __k]
+            assert scope is topn.aggregate
+            source = scope.parent
+            scope.set("expressions", [*scope.expressions, *_group_keys(spec)])
+            topn.scope.replace(_topn_query(topn, scope, source.args.get("alias"), list(topn.columns), spec))

@@ -287,6 +287,13 @@ def analyse_upsert(tree: exp.Expr, cls: Classification, found: Sequence[Dedup], 
         why, node = cls.updating_reason or ("the query is updating", None)
         raise _unsupported("this updating query shape is not supported by upsert_table yet", why, node, sql)
     topn = next((t for t in topns if t.scope.parent.parent.parent is top), None)
+    if topn is not None and not given and topn.function != "row_number":
+        raise SqlError(
+            "SSV130", f"cannot infer the unique_key of the upsert_table: a window Top-N by "
+            f"{topn.function.upper()}() may rank several rows of a group equal",
+            "rows tied in the ORDER BY share a rank, so window, partition keys and rank do not "
+            "identify a row", "Set config unique_key=[...] to columns that identify a ranked row, "
+            "or rank with ROW_NUMBER().", position_of(topn.window, sql))
     if topn is not None and not given:  # a window Top-N: a row per window, partition key and rank
         keys = [exp.column("window_start"), exp.column("window_end"), *topn.keys, exp.column(topn.rownum)]
         given = _keys(top, keys, sql, "window Top-N key")
