@@ -11,13 +11,14 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from . import oracle
-from .analysis import WindowSpec, analyse_tvf, classify, position_of, table_key, window_topns
+from .analysis import WindowSpec, analyse_tvf, classify, position_of, table_key
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .intervals import parse_duration
 from .joins import window_joins
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
 from .retract import rewrite_retractions
+from .topn import window_topns
 from .upsert import RANK_INPUT, UPDATE, UpsertSpec, analyse_upsert, dedups, rewrite_dedup, rewrite_rank
 
 STREAMING_VIEW = "streaming_view"

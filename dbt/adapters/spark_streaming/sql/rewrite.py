@@ -6,10 +6,11 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from sqlglot import exp
 
-from .analysis import WindowSpec, WindowTopN, own_nodes, tvf_alias, tvf_data, window_key
+from .analysis import WindowSpec, own_nodes, tvf_alias, tvf_data, window_key
 from .dialect import WatermarkedTable, WindowTVF
 from .intervals import duration_string, interval_literal
 from .joins import WindowJoin, conjuncts, side_columns, tvf_output
+from .topn import WindowTopN
 
 WINDOW_STRUCT = "__w"  # the Spark window struct; its `end` is what the watermark closes
 STEP_INDEX = "__k"  # CUMULATE: window_end = __w.start + __k * step, for __k in 1..size/step

@@ -29,9 +29,9 @@ from typing import List, Mapping, Optional, Sequence, Tuple
 
 from sqlglot import exp
 
-from .analysis import Classification, WindowTopN, is_aggregating, position_of, table_key
-from .analysis import _rownum_limit as rownum_limit  # the same filter shapes as a window Top-N
+from .analysis import Classification, is_aggregating, position_of, table_key
 from .errors import SqlError
+from .topn import WindowTopN, rownum_limit  # the same filter shapes as a window Top-N
 
 RANK_INPUT = "__rank_input"  # Top-N: the relation a micro-batch re-ranks
 KEEP_COLUMN = "__keep"  # update mode: HAVING as a projected boolean (False: delete the key)

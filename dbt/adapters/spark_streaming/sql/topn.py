@@ -1,0 +1,208 @@
+"""Window Top-N (FLIP-145 "Window TopN"): find ROW_NUMBER / RANK / DENSE_RANK over the rows
+of a window TVF or over a window aggregate, filtered by the rank (rewrite.py rewrites them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from sqlglot import exp
+
+from .analysis import own_nodes, position_of, window_key
+from .dialect import WindowTVF
+from .errors import SqlError
+
+RANKINGS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
+
+
+@dataclass
+class WindowTopN:
+    """A window Top-N (FLIP-145 "Window TopN"; N = 1 is window deduplication)::
+
+        SELECT ... FROM (
+          SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end [, k ...]
+                                       ORDER BY ...) AS rownum
+          FROM TABLE(<TUMBLE | HOP | CUMULATE>(...))) WHERE rownum <= N
+
+    or the same over a window aggregate of such a TVF in a subquery, ``FROM (SELECT
+    window_start, window_end, k, SUM(x) AS total FROM TABLE(...) GROUP BY window_start,
+    window_end, k)``, and with RANK() or DENSE_RANK() for ROW_NUMBER().
+
+    ``scope`` is the inner SELECT holding the ranking function; ``tvf`` the window TVF (of
+    the aggregate, if any); ``keys`` the PARTITION BY keys besides the window bounds; ``limit``
+    the N of the outer filter (``rownum <= N``, ``rownum < N + 1``, ``rownum = 1``, ``rownum
+    BETWEEN 1 AND N``); ``function`` one of RANKINGS' values. ``aggregate`` is the window
+    aggregate ranked (None: the TVF's rows are) and ``columns`` its output column names. The
+    rewrite turns the scope into a window aggregate keeping each group's top rows (rewrite.py).
+    """
+
+    scope: exp.Select
+    tvf: WindowTVF
+    window: exp.Window
+    keys: List[exp.Expr]
+    order: List[exp.Ordered]
+    limit: int
+    rownum: str
+    function: str = "row_number"
+    aggregate: Optional[exp.Select] = None
+    columns: Tuple[str, ...] = ()
+
+
+def _int_literal(node: exp.Expr) -> Optional[int]:
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+        return int(node.this)
+    return None
+
+
+def rownum_limit(where: Optional[exp.Where], rownum: str) -> Optional[int]:
+    """N of an outer ``WHERE rownum <= N`` (or ``< N + 1``, ``= 1``, ``BETWEEN 1 AND N``)."""
+    if where is None:
+        return None
+    cond = where.this
+    while isinstance(cond, exp.Paren):
+        cond = cond.this
+
+    def is_rownum(node: exp.Expr) -> bool:
+        return isinstance(node, exp.Column) and node.name.lower() == rownum.lower()
+
+    if isinstance(cond, exp.Between) and is_rownum(cond.this):
+        low, high = _int_literal(cond.args["low"]), _int_literal(cond.args["high"])
+        return high if low == 1 and high and high >= 1 else None
+    flipped = {exp.GTE: exp.LTE, exp.GT: exp.LT}
+    if not isinstance(cond, (exp.LTE, exp.LT, exp.EQ, exp.GTE, exp.GT)):
+        return None
+    left, right, kind = cond.this, cond.expression, type(cond)
+    if not is_rownum(left):
+        if kind not in flipped and kind is not exp.EQ:
+            return None
+        left, right, kind = right, left, flipped.get(kind, kind)
+    if not is_rownum(left):
+        return None
+    n = _int_literal(right)
+    if n is None:
+        return None
+    if kind is exp.LTE and n >= 1:
+        return n
+    if kind is exp.LT and n >= 2:
+        return n - 1
+    if kind is exp.EQ and n == 1:
+        return 1
+    return None
+
+
+def _grouped_tvf(select: exp.Select) -> Optional[WindowTVF]:
+    """The TUMBLE / HOP / CUMULATE TVF that ``select`` is a window aggregate of (its only FROM
+    item, grouped by both window bounds), or None."""
+    frm = select.args.get("from_")
+    tvf = frm.this if frm is not None else None
+    group = select.args.get("group")
+    if not isinstance(tvf, WindowTVF) or select.args.get("joins") or group is None:
+        return None
+    if not {"window_start", "window_end"} <= {window_key(g, tvf) for g in group.expressions}:
+        return None
+    return tvf
+
+
+def _aggregate_columns(aggregate: exp.Select, tvf: WindowTVF) -> Tuple[Tuple[str, ...], Dict[str, str], Optional[exp.Expr]]:
+    """Output column names of a window aggregate below a Top-N, which of them are window bounds
+    ({lower-case name: 'window_start' | ...}), and its first column without a name, if any."""
+    names: List[str] = []
+    bounds: Dict[str, str] = {}
+    unnamed: Optional[exp.Expr] = None
+    for proj in aggregate.expressions:
+        target = proj.this if isinstance(proj, exp.Alias) else proj
+        if not isinstance(proj, (exp.Alias, exp.Column)) or isinstance(target, exp.Star) or not proj.alias_or_name:
+            unnamed = unnamed or proj
+            continue
+        names.append(proj.alias_or_name)
+        key = window_key(target, tvf)
+        if key is not None:
+            bounds[proj.alias_or_name.lower()] = key
+    return tuple(names), bounds, unnamed
+
+
+def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
+    """The WindowTopN that ``window`` (an OVER clause) is part of, or None if not that shape."""
+    alias = window.parent
+    function = RANKINGS.get(type(window.this))
+    if function is None or window.this.expressions or window.args.get("spec") is not None:
+        return None
+    if not isinstance(alias, exp.Alias) or not alias.alias:
+        return None
+    scope = alias.parent
+    if not isinstance(scope, exp.Select) or alias not in scope.expressions:
+        return None
+    frm = scope.args.get("from_")
+    source = frm.this if frm is not None else None
+    aggregate: Optional[exp.Select] = None
+    columns: Tuple[str, ...] = ()
+    unnamed: Optional[exp.Expr] = None
+    if isinstance(source, WindowTVF):
+        tvf = source
+    elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) \
+            and (grouped := _grouped_tvf(source.this)) is not None:
+        aggregate, tvf = source.this, grouped
+    else:
+        return None
+    if tvf.function == "SESSION":
+        return None
+    if any(scope.args.get(a) for a in ("joins", "group", "having", "distinct", "order", "limit",
+                                       "qualify", "windows", "with_")):
+        return None
+    for node in own_nodes(scope, "expressions", "where"):
+        if node is window or node is alias or node is window.this:
+            continue
+        if isinstance(node, (exp.Window, exp.AggFunc, exp.Query, exp.Subquery)):
+            return None
+    for proj in scope.expressions:
+        if proj is not alias and not isinstance(proj, (exp.Star, exp.Column)):
+            return None
+    if aggregate is None:
+        def bound(node: exp.Expr) -> Optional[str]:
+            return window_key(node, tvf)
+    else:
+        columns, bounds, unnamed = _aggregate_columns(aggregate, tvf)
+        qualifier = source.alias.lower()
+
+        def bound(node: exp.Expr) -> Optional[str]:
+            if not isinstance(node, exp.Column) or (node.table and node.table.lower() != qualifier):
+                return None
+            return bounds.get(node.name.lower())
+    if scope.args.get("where") and any(bound(n) for n in scope.args["where"].walk()):
+        return None
+    keys = [k for k in window.args.get("partition_by") or [] if bound(k) is None]
+    bounds_used = {bound(k) for k in window.args.get("partition_by") or []}
+    if not {"window_start", "window_end"} <= bounds_used or "window_time" in bounds_used:
+        return None
+    if not all(isinstance(k, exp.Column) for k in keys):
+        return None
+    order = list((window.args.get("order") or exp.Order()).expressions)
+    if not order or any(
+            not isinstance(o, exp.Ordered) or any(bound(n) for n in o.walk())
+            or any(isinstance(n, (exp.AggFunc, exp.Window, exp.Query)) for n in o.walk())
+            for o in order):
+        return None
+    sub = scope.parent
+    outer = sub.parent.parent if isinstance(sub, exp.Subquery) and isinstance(sub.parent, exp.From) else None
+    if not isinstance(outer, exp.Select):
+        return None
+    limit = rownum_limit(outer.args.get("where"), alias.alias)
+    if limit is None:
+        return None
+    if aggregate is not None and unnamed is not None:
+        raise SqlError(
+            "SSV109", "a column of the window aggregate below a window Top-N has no name",
+            f"the Top-N keeps the aggregate's rows whole and refers to their columns by name; got "
+            f"{unnamed.sql(dialect='spark')}", "Give every selected expression of the window aggregate "
+            "an alias (e.g. SUM(price) AS price).", position_of(unnamed, sql))
+    return WindowTopN(scope, tvf, window, keys, order, limit, alias.alias, function, aggregate, columns)
+
+
+def window_topns(tree: exp.Expr, sql: str = "") -> List[WindowTopN]:
+    """Every window Top-N / deduplication of ``tree`` (see WindowTopN)."""
+    found = []
+    for window in tree.find_all(exp.Window):
+        topn = _window_topn(window, sql)
+        if topn is not None:
+            found.append(topn)
+    return found
