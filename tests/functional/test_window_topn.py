@@ -166,12 +166,16 @@ class TestFlinkWindowTopNExample:
             == {n: ("2020-04-15T08:16:59.000Z", 0) for n in ("flink_top3", "rank_top3")}
         top3, rank3 = table_path(project, "flink_top3"), table_path(project, "rank_top3")
         assert rows(top3) == FLINK_TOP3_RESULT[:3] and rows(rank3) == RANK_TOP3_RESULT[:3]
+        # State: the open window's 4 suppliers (the Top-N's state is empty between batches) and
+        # the open window's rows (one group) for the RANK.
+        assert {r.node.name: r.adapter_response["state_rows"] for r in results} == {"flink_top3": 4, "rank_top3": 1}
         run_dbt(["test"])
 
         # Run 2: a bid at 08:21 moves the watermark past 08:20 and closes the second window (the
         # bid's own window stays open): the tables are now exactly the results above.
         append_bids(source, [("08:21", "1.00", "X", "supplier9")])
-        run_dbt(["run"])
+        results = run_dbt(["run"])
+        assert {r.node.name: r.adapter_response["state_rows"] for r in results} == {"flink_top3": 1, "rank_top3": 1}
         assert rows(top3) == FLINK_TOP3_RESULT and rows(rank3) == RANK_TOP3_RESULT
         run_dbt(["test"])
 
