@@ -36,9 +36,19 @@ A window join (two TVFs of the same kind and sizes, joined on both window bounds
 gives each side its window struct ``__w`` and joins on ``L.__w = R.__w`` instead of the bounds,
 so Spark's stream-stream join keeps each side's rows until the watermark passes ``__w.end``.
 
+A window Top-N (topn.py: ROW_NUMBER, RANK or DENSE_RANK over the rows of a TVF, filtered by
+the rank) becomes a window aggregate too: it groups the rows by ``__w`` (and the PARTITION BY
+keys), collects and sorts them, and unnests the top ones. Over a window aggregate, that
+aggregate also projects ``__w`` and the Top-N groups its rows by it: Spark chains the two
+stateful operators in append mode, the second emitting a window in the micro-batch in which
+the first closes it.
+
 Contract for other modules (sql/oracle.py): every windowed derived table projects Spark's
 window struct as ``__w`` (``rewrite.WINDOW_STRUCT``), whose ``end`` is what Spark's state
-eviction compares with the watermark, and every window aggregate groups by ``__w``.
+eviction compares with the watermark, and every window aggregate groups by ``__w``. A Top-N
+over a window aggregate groups by ``__w`` too, but reads it as a plain column of the
+aggregate's rows (not as an ``AS __w`` projection), so the oracle applies the late-row and
+closed-window rules to the first aggregate only.
 """
 
 from .analysis import WindowSpec
