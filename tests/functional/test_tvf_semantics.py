@@ -256,6 +256,38 @@ def test_window_topn_matches_spark_row_number(spark, tvf):
         assert got == expected and len(got) > 0, (order, partition)
 
 
+@pytest.mark.parametrize("tvf", [
+    "TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '10' MINUTES, INTERVAL '-3' MINUTES)",
+    "HOP(TABLE ev, DESCRIPTOR(ts), INTERVAL '4' MINUTES, INTERVAL '12' MINUTES)",
+    "CUMULATE(TABLE ev, DESCRIPTOR(ts), INTERVAL '3' MINUTES, INTERVAL '15' MINUTES)",
+])
+def test_window_rank_and_topn_over_aggregate_match_spark(spark, tvf):
+    """RANK / DENSE_RANK (ties share a rank: no tie-breaker here) over TVF rows, and all three
+    ranking functions over a window aggregate of the TVF, rank like Spark's own functions."""
+    rng = random.Random(len(tvf) + 1)
+    epoch = dt.datetime(2020, 1, 1)
+    events = [(epoch + dt.timedelta(seconds=rng.randrange(3 * 3600), microseconds=i), rng.choice("abcde"),
+               rng.choice([None, 1, 2, 3]), rng.choice([None, "x", "y"])) for i in range(300)]
+    spark.createDataFrame(events, "ts timestamp, k string, v int, s string").createOrReplaceTempView("ev")
+    schemas = {"ev": {"ts": "timestamp", "k": "string", "v": "int", "s": "string"}}
+    rows_sql = compile_query(f"SELECT * FROM TABLE({tvf})", schemas=schemas, watermark_delay=None).sql_for({"ev": "ev"})
+    agg = ("SELECT window_start, window_end, k, SUM(v) AS total, COUNT(s) AS n FROM {} "
+           "GROUP BY window_start, window_end, k")
+    cases = [(f, "v DESC", "k", n, "{}") for f in ("RANK", "DENSE_RANK") for n in (1, 2)]
+    cases += [(f, "v NULLS LAST, s DESC", "", 3, "{}") for f in ("RANK", "DENSE_RANK")]
+    cases += [("ROW_NUMBER", "total DESC, k", "", 2, f"({agg})"), ("RANK", "n DESC", "", 2, f"({agg})"),
+              ("DENSE_RANK", "total NULLS FIRST", "", 2, f"({agg})")]
+    for function, order, partition, n, source in cases:
+        over = f"PARTITION BY window_start, window_end{', ' + partition if partition else ''} ORDER BY {order}"
+        model = f"SELECT * FROM (SELECT *, {function}() OVER ({over}) AS rownum FROM {source}) WHERE rownum <= {n}"
+        plan = compile_query(model.format(f"TABLE({tvf})"), schemas=schemas, watermark_delay="1 minute")
+        got = sorted(map(tuple, spark.sql(plan.sql_for({"ev": "ev"})).collect()), key=repr)
+        expected = sorted(map(tuple, spark.sql(model.format(f"({rows_sql})")).collect()), key=repr)
+        assert got == expected and len(got) > 0, (function, order, source)
+        if function != "ROW_NUMBER" and source == "{}":
+            assert len(got) > n * len({r[4:6] + (r[1] if partition else None,) for r in got}), "no ties seen"
+
+
 def test_count_distinct_equals_sparks(spark):
     """COUNT(DISTINCT x), rewritten to SIZE(COLLECT_SET(x)), counts what Spark's own does,
     NULLs included (ignored) and groups of only NULLs (0)."""
