@@ -24,13 +24,14 @@ from ..delta.sink import BatchCommitter, create_table, last_metadata
 from ..delta.upsert import UpsertCommitter, create_changelog
 from ..delta.source import FORMAT, added_files, latest_version
 from ..errors import StreamingError, config_error
-from .catalog import Catalog, is_delta
-from . import lifecycle, upsert
+from .catalog import Catalog, is_delta, registered_locations
+from . import lifecycle, runner, upsert
 from .equivalence import late_rows, query_file, save_query
 
 logger = AdapterLogger("SparkStreaming")
 
-TRIGGERS = ("available_now",)
+PROGRESS_EVERY_S = 10  # log a progress line per committed batch at most this often
+
 UPSERT_TABLE = upsert.UPSERT_TABLE
 
 
@@ -60,16 +61,6 @@ class StreamingAdapterResponse(AdapterResponse):
     watermark: Optional[str] = None
     state_rows: int = 0  # rows in Spark's state store after the run (all stateful operators)
     duration_s: float = 0.0
-
-
-def _trigger(config: Mapping[str, Any]) -> str:
-    trigger = config.get("trigger") or "available_now"
-    if isinstance(trigger, Mapping) and trigger.get("available_now") is True and len(trigger) == 1:
-        trigger = "available_now"
-    if trigger not in TRIGGERS:
-        raise config_error("trigger", trigger, "'available_now' (processing-time and continuous "
-                           "triggers are not implemented yet)")
-    return trigger
 
 
 class _Schemas(Mapping):
@@ -160,16 +151,66 @@ def compile_model(catalog: Catalog, model: StreamingModel):
         raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None
 
 
-def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> StreamingAdapterResponse:
-    """Bring `model`'s Delta table up to date with its sources (available-now trigger)."""
+def run_streaming_model(spark, catalog: Catalog, model: StreamingModel, spark_settings: tuple = ("local[*]", {}),
+                        monitor: Optional["runner.Monitor"] = None) -> StreamingAdapterResponse:
+    """Bring `model`'s Delta table up to date with its sources (available-now trigger), or, for a
+    continuous model, make sure its runner runs it (runtime/runner.py). Inside a runner
+    (`monitor`), run the query with its processing-time trigger until stopped."""
     started = time.time()
-    _trigger(model.config)
+    interval = runner.processing_time(model.config)
     plan = compile_model(catalog, model)
-    with lifecycle.model_lock(catalog.warehouse, model.name):
-        return _run(spark, catalog, model, plan, started)
+    if monitor is not None:
+        with lifecycle.model_lock(catalog.warehouse, model.name):
+            return _run(spark, catalog, model, plan, started, interval, monitor)
+    current = runner.status(catalog.warehouse, model.name)
+    if current and current["alive"]:
+        pid = f"pid {current['pid']} on {current['host']}"
+        if interval and not model.full_refresh and current["fingerprint"] == plan.fingerprint:
+            logger.info(f"{model.name}: running continuously ({pid}, since {current['started']}, every "
+                        f"{current['interval']}; last batch {current['last_batch']} at "
+                        f"{current['last_batch_at'] or '-'}); nothing to do")
+            return StreamingAdapterResponse(_message=f"running ({pid})", duration_s=round(time.time() - started, 2))
+        if not model.full_refresh and current["fingerprint"] != plan.fingerprint:
+            raise StreamingError(
+                "SSR301", f"the query of {model.name} changed while its runner ({pid}) runs the old one"
+                + _query_change(catalog.location(model.schema, model.identifier), current["fingerprint"], model.sql),
+                "the runner's state belongs to the old query, and reusing it could silently miscount",
+                f"Run `dbt run --full-refresh -s {model.identifier}` to stop the runner and rebuild the table, "
+                "or revert the change.")
+        why = "--full-refresh" if model.full_refresh else "its trigger is now available_now"
+        logger.info(f"{model.name}: stopping its runner ({pid}): {why}")
+        runner.stop(catalog.warehouse, model.name)
+    elif current and current["state"] in ("dead", "failed"):
+        reason = (current["error"].get("message") if isinstance(current["error"], dict) else current["error"]) \
+            if current["state"] == "failed" else (
+                f"process {current['pid']} ended without stopping its query (killed?); last heartbeat "
+                f"{current.get('heartbeat')}")
+        tail = runner.log_tail(catalog.warehouse, model.name, 3)
+        logger.warning(f"{model.name}: its runner {current['state']}: {reason}"
+                       + (f" (log: {tail})" if tail else "")
+                       + ("; restarting it from its checkpoint" if interval else ""))
+    if interval is None or model.full_refresh:
+        with lifecycle.model_lock(catalog.warehouse, model.name):
+            response = _run(spark, catalog, model, plan, started)
+        if interval is None:
+            return response
+    spec = {"warehouse": catalog.warehouse, "master": spark_settings[0], "conf": spark_settings[1],
+            "locations": registered_locations(), "fingerprint": plan.fingerprint, "processing_time": interval,
+            "model": {**model.__dict__, "full_refresh": False, "config": dict(model.config)}}
+    st = runner.start(catalog.warehouse, model.name, spec, lambda s: logger.info(
+        f"{model.name}: runner pid {s['pid']}: batch {s['last_batch']} committed, {s['rows_written']} rows "
+        f"written, watermark {s['watermark'] or 'none'}"))
+    logger.info(f"{model.name}: running continuously every {interval} (runner pid {st['pid']} on {st['host']}, "
+                f"last batch {st['last_batch']}); `dbt run-operation stream_status` shows it, "
+                f"`dbt run-operation stream_stop --args '{{model: {model.identifier}}}'` stops it")
+    return StreamingAdapterResponse(
+        _message=f"running (runner pid {st['pid']})", batches=0 if st["last_batch"] is None else 1,
+        rows_written=st["rows_written"], rows_read=st["rows_read"], watermark=st["watermark"],
+        duration_s=round(time.time() - started, 2))
 
 
-def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -> StreamingAdapterResponse:
+def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float, interval: Optional[str] = None,
+         monitor: Optional["runner.Monitor"] = None) -> StreamingAdapterResponse:
     from pyspark.errors import PySparkException
 
     target = catalog.location(model.schema, model.identifier)
@@ -236,15 +277,25 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
         rows = upsert.rerank(plan, batch_df, build, keys, model.name) if ranked else batch_df.toArrow()
         meta = {**base_meta, "batch_id": batch_id, "sources": versions, "watermark_ms": watermark_ms,
                 "watermark": _iso(watermark_ms) if plan.watermark_delay_us is not None else None}
-        written["rows"] += committer[0].commit(rows, batch_id, meta)
+        count = committer[0].commit(rows, batch_id, meta)
+        written["rows"] += count
         written["commits"] += 1
         run_batches.append({"sources": versions, "watermark_ms": watermark_ms})
+        if monitor is not None:
+            monitor.batch(batch_id, count, meta["watermark"])
+        elif time.time() - progress["logged"] >= PROGRESS_EVERY_S:  # a long backfill shows progress
+            progress["logged"] = time.time()
+            at = ", ".join(f"{n} v{v} of v{progress['latest'].get(n, '?')}" for n, v in versions.items())
+            logger.info(f"{model.name}: batch {batch_id} committed ({at}): {written['rows']} rows written "
+                        f"in {written['commits']} batches so far, {round(time.time() - started)}s")
 
+    progress = {"logged": time.time(), "latest": {n: latest_version(p) for n, p in paths.items()}}
+    trigger = {"processingTime": interval} if interval else {"availableNow": True}
     query = (df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
-             .outputMode(plan.output_mode).foreachBatch(sink).trigger(availableNow=True)
+             .outputMode(plan.output_mode).foreachBatch(sink).trigger(**trigger)
              .option("checkpointLocation", checkpoint).start())
     try:
-        query.awaitTermination()
+        monitor.wait(query) if monitor is not None else query.awaitTermination()
     except PySparkException as exc:
         raise StreamingError("SSR306", f"the streaming query of {model.name} failed",
                              _first_error_line(str(exc)),
