@@ -25,7 +25,7 @@ SAMPLE_ROWS = 5
 MAX_TOLERANCE_PAIRING = 100_000  # differing rows paired in Python when float_tolerance is set
 
 
-QUERY_CONFIG = ("watermark_delay", "unique_key", "emit")  # the configs that shape the compiled query
+QUERY_CONFIG = ("watermark_delay", "unique_key", "emit", "state_ttl", "constant_domain")  # the configs that shape the compiled query
 
 
 def query_file(target: str, fingerprint: str) -> str:

@@ -21,11 +21,12 @@ from dbt.adapters.events.logging import AdapterLogger
 from .. import sql as sqlfront
 from ..delta import types
 from ..delta.sink import BatchCommitter, create_table, last_metadata
+from ..delta.partials import PartialsCommitter
 from ..delta.upsert import UpsertCommitter, create_changelog
 from ..delta.source import FORMAT, added_files, latest_version
 from ..errors import StreamingError, config_error
 from .catalog import Catalog, is_delta, registered_locations
-from . import lifecycle, runner, upsert
+from . import lifecycle, partials as state, runner, upsert
 from .equivalence import late_rows, query_file, save_query
 
 logger = AdapterLogger("SparkStreaming")
@@ -83,12 +84,13 @@ class _Schemas(Mapping):
         return len(self.catalog._bound)
 
 
-def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int]:
-    """Source versions (by table label) and watermark (ms) of `batch_id`, from Spark's
-    offset log, which Spark writes before it runs the batch."""
+def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int, int]:
+    """Source versions (by table label), watermark and processing time (ms) of `batch_id`, from
+    Spark's offset log, which Spark writes before it runs the batch (so a replay reads the same)."""
     with open(os.path.join(checkpoint, "offsets", str(batch_id))) as fh:
         lines = fh.read().splitlines()
-    watermark_ms = json.loads(lines[1]).get("batchWatermarkMs", 0)
+    header = json.loads(lines[1])
+    watermark_ms, batch_ts_ms = header.get("batchWatermarkMs", 0), header.get("batchTimestampMs", 0)
     versions = {}
     for line in lines[2:]:
         try:
@@ -97,7 +99,7 @@ def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int]:
             continue
         if isinstance(offset, dict) and "table" in offset:
             versions[offset["table"]] = offset["version"]
-    return versions, watermark_ms
+    return versions, watermark_ms, batch_ts_ms
 
 
 def _iso(ms: int | None) -> str | None:
@@ -146,7 +148,10 @@ def compile_model(catalog: Catalog, model: StreamingModel):
                                       materialization=model.materialization,
                                       unique_key=upsert.unique_key(model.config),
                                       emit_early=upsert.emit_early(model.config, model.materialization),
-                                      changelogs=upsert.Changelogs(catalog, model.config.get("dimensions")))
+                                      changelogs=upsert.Changelogs(catalog, model.config.get("dimensions")),
+                                      state_ttl=model.config.get("state_ttl"),
+                                      constant_domain=upsert.names_config(model.config, "constant_domain"),
+                                      dimensions=upsert.names_config(model.config, "dimensions"))
     except sqlfront.SqlError as exc:
         raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None
 
@@ -247,19 +252,21 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float, i
     save_query(build, plan, model.sql, dict(model.config), model.materialization)  # for snapshot_equivalence
     keep = plan.upsert.keep_column if plan.upsert else None
     ranked = plan.upsert is not None and plan.upsert.rank_sql is not None
-    schema = upsert.ranked(plan, spark.createDataFrame([], df.schema), model.name).schema if ranked else df.schema
+    partials = plan.upsert.partials if plan.upsert else None  # state_ttl: partial aggregates in Delta
+    schema = (upsert.ranked(plan, spark.createDataFrame([], df.schema), model.name).schema if ranked
+              else state.result_schema(plan, spark, df.schema, model.name) if partials else df.schema)
     columns = [(f.name, f.dataType.simpleString()) for f in schema.fields if f.name != keep]
     arrow_schema = types.arrow_schema(columns)
     keys = upsert.key_columns(plan, [c for c, _ in columns])
     base_meta = {"fingerprint": plan.fingerprint, "model": model.name, "materialization": model.materialization}
     written = {"rows": 0, "commits": 0, "replayed": 0}
     run_batches: list[dict] = []  # sources and watermark of each batch committed by this run
-    committer: list[BatchCommitter | UpsertCommitter] = []
+    committer: list = []  # BatchCommitter | UpsertCommitter [, PartialsCommitter]
 
     def create() -> None:
         create_table(build, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
         if keys:
-            create_changelog(build, arrow_schema)
+            create_changelog(build, arrow_schema, restarts=partials is not None)
 
     def sink(batch_df, batch_id: int) -> None:
         if not is_delta(build):
@@ -268,16 +275,25 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float, i
             app_id = f"dbt-spark-streaming-{_query_id(checkpoint)}"
             committer.append(UpsertCommitter(build, app_id, arrow_schema, keys, keep) if keys
                              else BatchCommitter(build, app_id, arrow_schema))
-        if committer[0].committed(batch_id):
+            if partials:  # its commit is the batch's last: the one that says the batch is done
+                committer.append(PartialsCommitter(build, app_id, list(partials.keys)))
+        if committer[-1].committed(batch_id):
             # Replay of a batch already in Delta: Spark (4.2+) still needs the plan executed.
             batch_df.write.format("noop").mode("overwrite").save()
             written["replayed"] += 1
             return
-        versions, watermark_ms = _read_offsets(checkpoint, batch_id)
-        rows = upsert.rerank(plan, batch_df, build, keys, model.name) if ranked else batch_df.toArrow()
+        versions, watermark_ms, batch_ts_ms = _read_offsets(checkpoint, batch_id)
         meta = {**base_meta, "batch_id": batch_id, "sources": versions, "watermark_ms": watermark_ms,
                 "watermark": _iso(watermark_ms) if plan.watermark_delay_us is not None else None}
-        count = committer[0].commit(rows, batch_id, meta)
+        if partials:
+            rows, merged, restarted = state.batch(plan, batch_df, build, batch_ts_ms, model.name, keys)
+            meta["restarted_keys"] = len(restarted)
+            # a crash after the table's commit replays the batch: only the partials are left to store
+            count = 0 if committer[0].committed(batch_id) else committer[0].commit(rows, batch_id, meta, restarted)
+            committer[1].commit(merged, batch_id, batch_ts_ms - partials.ttl_ms)
+        else:
+            rows = upsert.rerank(plan, batch_df, build, keys, model.name) if ranked else batch_df.toArrow()
+            count = committer[0].commit(rows, batch_id, meta)
         written["rows"] += count
         written["commits"] += 1
         run_batches.append({"sources": versions, "watermark_ms": watermark_ms})
