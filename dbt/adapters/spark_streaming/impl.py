@@ -92,7 +92,8 @@ class SparkStreamingAdapter(SparkAdapter):
         spark, catalog = self._session()
         result = check(spark, catalog, relation.schema, relation.identifier, at_version=at_version,
                        where=getattr(relation, "where", None), float_tolerance=float_tolerance)
-        return {"view": result.view, "passed": result.passed, "summary": result.summary()}
+        return {"view": result.view, "passed": result.passed, "summary": result.summary(),
+                "restarted_keys": result.restarted_keys}
 
     @available.parse_none
     def late_rows_view(self, relation: BaseRelation) -> str:

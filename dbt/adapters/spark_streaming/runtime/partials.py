@@ -3,8 +3,10 @@ stored partials of the keys it touches, the result rows of those keys, and which
 started afresh because their stored partials had expired."""
 from __future__ import annotations
 
+import pyarrow as pa
+from deltalake import DeltaTable
+
 from ..delta.partials import UPDATED, partials_path
-from ..delta.source import FORMAT
 from .catalog import is_delta
 
 RESTARTED = "__restarted"
@@ -46,10 +48,25 @@ def _evaluate(plan, batch_df, stored, name: str, batch_ts_ms: int):
     return spark.sql(plan.partials_sql_for("final", views["merged"])), merged
 
 
+def _plain(t: pa.DataType) -> pa.DataType:
+    """`t` with string views (which Spark does not read) as strings, nested types included."""
+    if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(pa.field(t.value_field.name, _plain(t.value_type), t.value_field.nullable))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _plain(f.type), f.nullable) for f in t])
+    return t
+
+
 def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_keys: list[str]):
     """(result rows, merged partials to store, result keys of the rows that started afresh)."""
     path = partials_path(table_path)
-    stored = batch_df.sparkSession.read.format(FORMAT).load(path) if is_delta(path) else None
+    stored = None
+    if is_delta(path):  # read with delta-rs: partials may be structs and arrays
+        table = DeltaTable(path).to_pyarrow_table()
+        table = table.cast(pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in table.schema]))
+        stored = batch_df.sparkSession.createDataFrame(table)
     rows, merged = _evaluate(plan, batch_df, stored, name, batch_ts_ms)
     restarted = set()
     if merged.where(RESTARTED).limit(1).count():
