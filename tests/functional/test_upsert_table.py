@@ -25,8 +25,10 @@ sources:
 
 
 def changelog(path: str) -> list[tuple]:
-    """The changelog's rows in commit order (deletes before upserts within a commit)."""
-    table = DeltaTable(f"{path}/_dbt_streaming/changelog").to_pyarrow_table().to_pylist()
+    """The changelog's rows in commit order (deletes before upserts within a commit), without
+    the `_restarted` flag of state_ttl models."""
+    table = DeltaTable(f"{path}/_dbt_streaming/changelog").to_pyarrow_table()
+    table = table.drop_columns([c for c in table.column_names if c == "_restarted"]).to_pylist()
     return sorted((tuple(r.values()) for r in table), key=lambda r: (r[-1], r[-3] not in ("-U", "-D"), str(r)))
 
 
@@ -61,7 +63,7 @@ class TestClicksExample:
         return {
             "sources.yml": CLICKS,
             "tests.yml": "models:\n  - {name: clicks_per_user, data_tests: [snapshot_equivalence]}\n",
-            "clicks_per_user.sql": "{{ config(materialized='upsert_table') }}\n"
+            "clicks_per_user.sql": "{{ config(materialized='upsert_table', state_ttl='1 day') }}\n"
                                    "SELECT user, COUNT(url) AS cnt FROM {{ source('raw', 'clicks') }} GROUP BY user",
         }
 
@@ -112,14 +114,16 @@ WINDOWED = (f"SELECT window_start, window_end, k, SUM(v) AS total, COUNT(*) AS n
             "GROUP BY window_start, window_end, k")
 # Per model: config, SQL, and its key: the number of leading columns, or their positions. The
 # batch oracle is Spark running the SQL as written (window TVFs: the compiled query).
+AGG_HAVING = (f"SELECT k, COUNT(*) AS n, SUM(v) AS total, MIN(v) AS lo, MAX(v) AS hi, AVG(v) AS mean, "
+              f"COUNT(DISTINCT v % 7) AS d FROM {EV} GROUP BY k HAVING COUNT(*) BETWEEN 2 AND 12")
+# Non-window aggregates keep their state in Spark (constant_domain) or as partials in Delta (state_ttl).
 MODELS = {
-    "agg_having": ("materialized='upsert_table'",
-                   f"SELECT k, COUNT(*) AS n, SUM(v) AS total, MIN(v) AS lo, MAX(v) AS hi, AVG(v) AS mean, "
-                   f"COUNT(DISTINCT v % 7) AS d FROM {EV} GROUP BY k HAVING COUNT(*) BETWEEN 2 AND 12", 1),
-    "latest": ("materialized='upsert_table'",
+    "agg_having": ("materialized='upsert_table', state_ttl='1 day'", AGG_HAVING, 1),
+    "agg_having_spark": ("materialized='upsert_table', constant_domain=['k']", AGG_HAVING, 1),
+    "latest": ("materialized='upsert_table', constant_domain=['k']",
                f"SELECT k, ts, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn "
                f"FROM {EV}) WHERE rn = 1", 1),
-    "first_big": ("materialized='upsert_table'",
+    "first_big": ("materialized='upsert_table', state_ttl='1 day'",
                   f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) AS rownum "
                   f"FROM {EV} WHERE v > 50) WHERE rownum = 1", 1),
     "top3": ("materialized='upsert_table'",
@@ -168,29 +172,32 @@ class TestUpsertShapes:
                 ops[name] |= {r[-3] for r in log}
             assert len(run_dbt(["test"])) == len(MODELS)
         # every kind of change happened where the shape makes it possible
-        assert ops["agg_having"] == {"+I", "-U", "+U", "-D"}
+        assert ops["agg_having"] == ops["agg_having_spark"] == {"+I", "-U", "+U", "-D"}
         assert ops["latest"] == ops["early_windows"] == ops["top3"] == {"+I", "-U", "+U"}
         assert ops["final_windows"] == {"+I"}
 
 
 UPSERT_MODEL = """
-{{ config(materialized='upsert_table') }}
+{{ config(materialized='upsert_table', CONFIG) }}
 SELECT item, COUNT(*) AS n, ROUND(SUM(price), 2) AS total, MAX(ts) AS last_ts
 FROM {{ source('feed', 'events') }} GROUP BY item HAVING COUNT(*) < 300 OR item = 'a'
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fault", ["during_write@1", "after_delta_commit@1"])
-def test_crash_then_rerun(tmp_path, fault):
+@pytest.mark.parametrize("fault,config", [("during_write@1", "state_ttl='1 day'"),
+                                          ("after_delta_commit@1", "state_ttl='1 day'"),
+                                          ("after_delta_commit@1", "constant_domain=['item']")])
+def test_crash_then_rerun(tmp_path, fault, config):
     """`dbt run` killed at each point of an upsert batch (during_write: the changelog committed,
-    the table not), then run again after one more append: the table equals the batch query
-    over all input, each change is logged once, and the changelog replays to the table."""
+    the table not; after_delta_commit: the table committed, a state_ttl model's partials not),
+    then run again after one more append: the table equals the batch query over all input,
+    each change is logged once, and the changelog replays to the table."""
     from dbt.adapters.spark_streaming.faults import EXIT_CODE
 
     from .test_exactly_once import dbt_run, events, write_project
 
-    write_project(tmp_path, UPSERT_MODEL)
+    write_project(tmp_path, UPSERT_MODEL.replace("CONFIG", config))
     project, source = str(tmp_path / "project"), str(tmp_path / "feed" / "events")
     out = str(tmp_path / "warehouse" / "crash" / "per_item")
     write_deltalake(source, events(1, 0))
@@ -231,9 +238,9 @@ class TestPipelineOfUpsertTables:
             "sources.yml": CLICKS,
             "tests.yml": "models:\n" + "".join(f"  - {{name: {n}, data_tests: [snapshot_equivalence]}}\n"
                                                 for n in ("per_user", "per_count")),
-            "per_user.sql": "{{ config(materialized='upsert_table') }}\nSELECT user, COUNT(url) AS cnt, "
+            "per_user.sql": "{{ config(materialized='upsert_table', state_ttl='1 day') }}\nSELECT user, COUNT(url) AS cnt, "
                             "MAX(cTime) AS last_click FROM {{ source('raw', 'clicks') }} GROUP BY user",
-            "per_count.sql": "{{ config(materialized='upsert_table') }}\nSELECT cnt, COUNT(*) AS users, "
+            "per_count.sql": "{{ config(materialized='upsert_table', constant_domain=['cnt']) }}\nSELECT cnt, COUNT(*) AS users, "
                              "SUM(cnt) AS clicks, AVG(cnt) AS mean FROM {{ ref('per_user') }} WHERE cnt < 6 "
                              "GROUP BY cnt HAVING COUNT(*) >= 1",
             "bad_view.sql": "{{ config(materialized='streaming_view') }}\nSELECT user FROM {{ ref('per_user') }}",

@@ -25,9 +25,10 @@ def norm(sql: str) -> str:
     return sqlglot.parse_one(sql, read=SparkStreaming).sql(dialect=SparkStreaming)
 
 
-def compile_(sql, delay="1 minute", materialization="streaming_view"):
+def compile_(sql, delay="1 minute", materialization="streaming_view", dimensions=("analytics.items",), **kw):
+    """Compile with analytics.items joined as a table (config `dimensions`), as in enrichment models."""
     return compile_query(sql, schemas=SCHEMAS, watermark_delay=delay,
-                         materialization=materialization)
+                         materialization=materialization, dimensions=dimensions, **kw)
 
 
 REWRITES = [
@@ -228,7 +229,7 @@ def test_hop(hop):
 def test_plan_metadata():
     plan = compile_(
         f"SELECT b.item, i.name FROM {TUMBLE} AS b JOIN `Analytics`.`Items` i ON b.item = i.id "
-        "JOIN analytics.bids x ON x.item = b.item", delay="30 seconds")
+        "JOIN analytics.bids x ON x.item = b.item", delay="30 seconds", dimensions=("items", "bids"))
     assert plan.sources == ("analytics.bids", "analytics.items")
     assert plan.watermark_delay_us == 30_000_000
     assert plan.kind == "append"
@@ -244,14 +245,14 @@ def test_plan_metadata():
     ],
 )
 def test_updating_allowed_in_upsert_table(sql):
-    plan = compile_(sql, delay=None, materialization="upsert_table")
+    plan = compile_(sql, delay=None, materialization="upsert_table", constant_domain=["item"])
     assert plan.kind == "updating" and plan.upsert.unique_key == ("item",)
 
 
 def test_sql_for_binds_sources():
     plan = compile_(
         f"SELECT b.item, bids.name FROM {TUMBLE} AS b JOIN analytics.items AS i ON b.item = i.id "
-        "JOIN other.bids ON bids.id = i.id")
+        "JOIN other.bids ON bids.id = i.id", dimensions=("analytics.items", "other.bids"))
     out = plan.sql_for({"analytics.bids": "ssv_src_1", "analytics.items": "ssv_src_2"})
     assert "analytics." not in out
     assert "FROM ssv_src_1 WATERMARK bidtime" in out
@@ -290,7 +291,7 @@ def test_sql_for_without_tree_reparses_spark_sql():
 def test_sources_in_order_of_appearance_without_ctes():
     plan = compile_(
         "WITH a AS (SELECT * FROM s.z) SELECT * FROM a JOIN s.y ON a.k = y.k "
-        "JOIN `S`.`Z` AS z2 ON z2.k = a.k JOIN x ON x.k = a.k")
+        "JOIN `S`.`Z` AS z2 ON z2.k = a.k JOIN x ON x.k = a.k", dimensions=("s.y", "x", "s.z"))
     assert plan.sources == ("s.z", "s.y", "x")
 
 
@@ -467,7 +468,7 @@ def test_session_group_keys_may_be_qualified():
 
 def test_session_in_upsert_table():
     sql = f"SELECT item, COUNT(*) FROM {SES} GROUP BY item"
-    assert compile_(sql, materialization="upsert_table").kind == "updating"
+    assert compile_(sql, materialization="upsert_table", constant_domain=["item"]).kind == "updating"
     with pytest.raises(SqlError) as info:  # SESSION rows are closed by the watermark
         compile_(sql, delay=None, materialization="upsert_table")
     assert info.value.code == "SSV105"
@@ -757,7 +758,7 @@ def test_rewrite_window_join(sql, expected):
 def test_window_join_with_a_table_is_not_a_window_join():
     """A TVF joined with a plain relation stays an ordinary (enrichment) join."""
     plan = compile_query(f"SELECT L.num FROM {T5.format('lt')} L JOIN analytics.rt R ON L.num = R.num",
-                         schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
+                         schemas=JOIN_SCHEMAS, watermark_delay="1 minute", dimensions=["analytics.rt"])
     assert "__w = " not in plan.spark_sql and "INTERVAL '0' SECOND" not in plan.spark_sql
 
 

@@ -12,6 +12,7 @@ WINDOWED = f"SELECT window_start, window_end, user, COUNT(url) AS n FROM {TUMBLE
 
 
 def upsert(sql: str, **kw):
+    kw.setdefault("constant_domain", ["user", "who", "url", "cnt"])  # Spark's state kept; tests of bounds below
     return compile_query(sql, schemas=SCHEMAS, watermark_delay=kw.pop("delay", "1 minute"),
                          materialization="upsert_table", **kw)
 
@@ -128,8 +129,9 @@ CHANGELOGS = {"a.cpu": "a.cpu_changelog"}
 CPU = {"a.cpu": {"user": "string", "cnt": "bigint"}, "a.cpu_changelog": {"user": "string", "cnt": "bigint", "_op": "string"}}
 
 
-def downstream(sql, materialization="upsert_table"):
-    return compile_query(sql, schemas=CPU, watermark_delay=None, materialization=materialization, changelogs=CHANGELOGS)
+def downstream(sql, materialization="upsert_table", **kw):
+    return compile_query(sql, schemas=CPU, watermark_delay=None, materialization=materialization, changelogs=CHANGELOGS,
+                         **{"constant_domain": ["cnt"], **kw})
 
 
 def test_aggregate_over_an_upsert_table_counts_changes_with_a_sign():
@@ -158,3 +160,93 @@ def test_queries_that_cannot_consume_updates_name_the_upstream(sql, materializat
     with pytest.raises(SqlError) as info:
         downstream(sql, materialization)
     assert info.value.code == code and message in str(info.value) and "a.cpu_changelog" in str(info.value)
+
+
+# Bounded state (sql/state.py): unbounded Spark state is refused unless the keys are declared
+# constant_domain or state_ttl keeps the partial aggregates in Delta.
+UNBOUNDED = [
+    ("SELECT user, COUNT(url) AS cnt FROM a.clicks GROUP BY user", {}, "GROUP BY user", "constant_domain: [user]"),
+    ("SELECT user AS who, COUNT(*) AS n FROM a.clicks GROUP BY user", {"constant_domain": ["user"]},
+     "GROUP BY user", "constant_domain: [who]"),  # the key is named by its output column
+    ("SELECT user, url, COUNT(*) AS n FROM a.clicks GROUP BY user, url", {"constant_domain": ["user"]},
+     "one aggregate per url forever", "constant_domain: [url]"),
+    ("SELECT DISTINCT user FROM a.clicks", {}, "SELECT DISTINCT", "state_ttl: '7 days'"),
+    (DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn = 1"), {}, "GROUP BY user", "user"),
+]
+
+
+@pytest.mark.parametrize("sql,config,what,fix", UNBOUNDED)
+def test_unbounded_state_is_refused(sql, config, what, fix):
+    with pytest.raises(SqlError) as info:
+        upsert(sql, **{"constant_domain": [], **config})
+    assert info.value.code == "SSV150" and what in str(info.value) and fix in str(info.value)
+
+
+def test_bounded_state_is_accepted():
+    assert upsert(WINDOWED, constant_domain=[]).output_mode == "append"  # the watermark bounds it
+    assert upsert(WINDOWED + " HAVING COUNT(url) > 2", emit_early=True, constant_domain=[]).output_mode == "update"
+    topn = upsert(DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn <= 3"), constant_domain=[])
+    assert topn.output_mode == "append"  # the table holds its state
+    plan = upsert("SELECT user, url, COUNT(*) AS n FROM a.clicks GROUP BY user, url", constant_domain=["USER", "url"])
+    assert plan.output_mode == "update" and plan.upsert.partials is None
+
+
+def test_join_of_two_streams_without_window_is_refused():
+    sql = "SELECT c.user, d.url FROM a.clicks c JOIN a.clicks d ON c.user = d.user"
+    for config in ({"unique_key": ["user"]}, {"unique_key": ["user"], "state_ttl": "1 day"}):
+        with pytest.raises(SqlError) as info:
+            upsert(sql, **config)
+        assert info.value.code == "SSV150" and "dimensions" in str(info.value)
+    assert upsert(sql, unique_key=["user"], dimensions=["a.clicks"]).output_mode == "append"
+
+
+def test_state_ttl_keeps_partials_in_delta():
+    plan = upsert("SELECT user, COUNT(url) AS clicks, MAX(cTime) AS last, AVG(LENGTH(url)) AS len, "
+                  "COUNT(DISTINCT url) AS urls FROM a.clicks WHERE url <> '' GROUP BY user HAVING COUNT(*) > 1",
+                  state_ttl="12 hours", constant_domain=[])
+    spec = plan.upsert.partials
+    assert (plan.output_mode, plan.kind, plan.upsert.keep_column, spec.ttl_ms) == ("append", "updating", "__keep",
+                                                                                   12 * 3600 * 1000)
+    assert plan.spark_sql == ("SELECT user AS __k0, url AS __a0, cTime AS __a1, LENGTH(url) AS __a2, url AS __a4 "
+                              "FROM a.clicks WHERE url <> ''")  # stateless: no Spark state at all
+    assert plan.partials_sql_for("partial", "b") == (
+        "SELECT __k0, COUNT(__a0) AS __p0, MAX(__a1) AS __p1, SUM(__a2) AS __p2s, COUNT(__a2) AS __p2c, "
+        "COLLECT_SET(__a4) AS __p4, COUNT(*) AS __p5 FROM b AS __dss_batch GROUP BY __k0")
+    assert plan.partials_sql_for("merge", "p") == (
+        "SELECT __k0, SUM(__p0) AS __p0, MAX(__p1) AS __p1, SUM(__p2s) AS __p2s, SUM(__p2c) AS __p2c, "
+        "ARRAY_DISTINCT(FLATTEN(COLLECT_LIST(__p4))) AS __p4, SUM(__p5) AS __p5 FROM p AS __dss_partials GROUP BY __k0")
+    assert plan.partials_sql_for("final", "m") == (
+        "SELECT __k0 AS user, __p0 AS clicks, __p1 AS last, CAST(__p2s AS DOUBLE) / NULLIF(__p2c, 0) AS len, "
+        "SIZE(__p4) AS urls, (__p5 > 1) AS __keep FROM m AS __dss_merged")
+    # the oracle is still the query as written
+    assert "GROUP BY user" in plan.emitted_sql({}, 0) and "__keep" in plan.emitted_sql({}, 0)
+
+
+def test_state_ttl_on_dedup_and_pipelines():
+    dedup = upsert(DEDUP.format(out="user, url", cols="*", order="cTime DESC", where="", w="rn = 1"),
+                   state_ttl="1 day", constant_domain=[])
+    assert dedup.spark_sql == ("SELECT user AS __k0, STRUCT(cTime AS __o0, user AS user, cTime AS cTime, url AS url) "
+                               "AS __a0 FROM a.clicks")
+    assert dedup.partials_sql_for("final", "m") == (
+        "SELECT user, url FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS rn FROM "
+        "(SELECT __p0 AS __d FROM m AS __dss_merged) AS __d) WHERE rn = 1")
+    pipeline = downstream("SELECT cnt, COUNT(*) AS users FROM a.cpu GROUP BY cnt", state_ttl="1 day",
+                          constant_domain=[])
+    assert pipeline.spark_sql == ("SELECT cnt AS __k0, __s AS __a0 FROM (SELECT *, IF(_op IN ('+I', '+U'), 1, -1) "
+                                  "AS __s FROM a.cpu_changelog) AS cpu")
+    assert pipeline.partials_sql_for("final", "m") == (
+        "SELECT __k0 AS cnt, __p0 AS users, (__p0 > 0) AS __keep FROM m AS __dss_merged")
+
+
+@pytest.mark.parametrize("sql,config,code,text", [
+    ("SELECT user, STDDEV(LENGTH(url)) AS s FROM a.clicks GROUP BY user", {"state_ttl": "1 day"}, "SSV151",
+     "aggregate STDDEV"),
+    ("SELECT user, COUNT(*) FILTER (WHERE url <> '') AS n FROM a.clicks GROUP BY user", {"state_ttl": "1 day"},
+     "SSV151", "aggregate COUNT(*)"),
+    ("SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY user", {"state_ttl": "soon"}, "SSV152", "state_ttl 'soon'"),
+    ("SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY user", {"state_ttl": "0 seconds"}, "SSV152", "positive"),
+])
+def test_state_ttl_errors(sql, config, code, text):
+    with pytest.raises(SqlError) as info:
+        upsert(sql, **{"constant_domain": [], **config})
+    assert info.value.code == code and text in str(info.value)

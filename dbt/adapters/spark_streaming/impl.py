@@ -64,7 +64,23 @@ class SparkStreamingAdapter(SparkAdapter):
         spark, catalog = self._session()
         model = StreamingModel(schema=relation.schema, identifier=relation.identifier, sql=sql,
                                config=config, full_refresh=full_refresh, materialization=materialization)
-        return run_streaming_model(spark, catalog, model)
+        creds = self.config.credentials
+        return run_streaming_model(spark, catalog, model, (creds.master, dict(creds.server_side_parameters or {})))
+
+    @available.parse_none
+    def stream_status(self) -> dict:
+        """Every streaming model's state (runtime/runner.py): {'rows': [...], 'text': table}."""
+        from .runtime.runner import status_table, stream_status
+
+        rows = stream_status(self._session()[1])
+        return {"rows": rows, "text": status_table(rows)}
+
+    @available.parse_none
+    def stream_stop(self, model: str | None = None) -> list:
+        """Stop the runner of `model` (identifier or schema.identifier), or every runner."""
+        from .runtime.runner import stop_runners
+
+        return stop_runners(self._session()[1].warehouse, model)
 
     @available.parse_none
     def snapshot_equivalence(self, relation: BaseRelation, at_version: int | None = None,
@@ -76,7 +92,8 @@ class SparkStreamingAdapter(SparkAdapter):
         spark, catalog = self._session()
         result = check(spark, catalog, relation.schema, relation.identifier, at_version=at_version,
                        where=getattr(relation, "where", None), float_tolerance=float_tolerance)
-        return {"view": result.view, "passed": result.passed, "summary": result.summary()}
+        return {"view": result.view, "passed": result.passed, "summary": result.summary(),
+                "restarted_keys": result.restarted_keys}
 
     @available.parse_none
     def late_rows_view(self, relation: BaseRelation) -> str:

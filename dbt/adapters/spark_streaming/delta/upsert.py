@@ -36,15 +36,17 @@ from .sink import META_KEY
 
 CHANGELOG_DIR = os.path.join("_dbt_streaming", "changelog")
 OP, BATCH, VERSION = "_op", "_batch_id", "_commit_version"
+RESTARTED = "_restarted"  # state_ttl models: the change restarted a key whose state had expired
 
 
 def changelog_path(table_path: str) -> str:
     return os.path.join(table_path, CHANGELOG_DIR)
 
 
-def changelog_schema(schema: pa.Schema) -> pa.Schema:
-    return schema.append(pa.field(OP, pa.string())).append(pa.field(BATCH, pa.int64())).append(
+def changelog_schema(schema: pa.Schema, restarts: bool = False) -> pa.Schema:
+    schema = schema.append(pa.field(OP, pa.string())).append(pa.field(BATCH, pa.int64())).append(
         pa.field(VERSION, pa.int64()))
+    return schema.append(pa.field(RESTARTED, pa.bool_())) if restarts else schema
 
 
 def _quote(name: str) -> str:
@@ -121,8 +123,9 @@ class UpsertCommitter:
                                    deletes.append_column("__op", pa.array(["D"] * deletes.num_rows, pa.string()))])
         return log, source
 
-    def commit(self, batch: pa.Table, batch_id: int, metadata: dict) -> int:
-        """Apply `batch` as the commit of `batch_id`; returns the number of changelog rows."""
+    def commit(self, batch: pa.Table, batch_id: int, metadata: dict, restarted: set | None = None) -> int:
+        """Apply `batch` as the commit of `batch_id`; returns the number of changelog rows.
+        With `restarted` (state_ttl models), the changelog marks the changes of those keys."""
         fault_point("before_write", batch_id)
         dt = DeltaTable(self.path)
         log, source = self.changes(dt, batch)
@@ -133,6 +136,9 @@ class UpsertCommitter:
         if log.num_rows and (logged is None or logged < batch_id):
             log = log.append_column(BATCH, pa.array([batch_id] * log.num_rows, pa.int64())).append_column(
                 VERSION, pa.array([version] * log.num_rows, pa.int64()))
+            if restarted is not None:
+                log = log.append_column(RESTARTED, pa.array(
+                    [key in restarted for key in _key_tuples(log, self.keys)], pa.bool_()))
             write_deltalake(self.changelog, log, mode="append", commit_properties=CommitProperties(
                 app_transactions=[Transaction(self.app_id, batch_id)]))
         fault_point("during_write", batch_id)
@@ -150,5 +156,5 @@ class UpsertCommitter:
         return log.num_rows
 
 
-def create_changelog(table_path: str, schema: pa.Schema) -> None:
-    DeltaTable.create(changelog_path(table_path), schema=changelog_schema(schema), mode="error")
+def create_changelog(table_path: str, schema: pa.Schema, restarts: bool = False) -> None:
+    DeltaTable.create(changelog_path(table_path), schema=changelog_schema(schema, restarts), mode="error")

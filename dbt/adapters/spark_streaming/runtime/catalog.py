@@ -28,6 +28,12 @@ def register_location(schema: str, identifier: str, location: str) -> None:
         _locations[(schema.lower(), identifier.lower())] = os.path.abspath(location)
 
 
+def registered_locations() -> list:
+    """[[schema, identifier], location] of every explicitly located table (for a runner process)."""
+    with _lock:
+        return [[list(key), path] for key, path in _locations.items()]
+
+
 def is_delta(path: str) -> bool:
     return os.path.isdir(os.path.join(path, "_delta_log"))
 

@@ -7,6 +7,11 @@ version consumed, tagging every row with the watermark of the batch that read it
 (delta/source.py `files_by_batch`), and runs the model's own rewritten query with Spark's
 late-row and window-emission rule applied (sql/oracle.py). The table, as of that commit,
 must equal the result as a multiset.
+
+With `state_ttl`, a key whose partials expired starts afresh (seed 001, idle state
+retention), so its row aggregates only what came after: by design it differs from the batch
+query. Its changes are marked `_restarted` in the changelog, and such keys are left out of
+the comparison on both sides (the summary counts them).
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ SAMPLE_ROWS = 5
 MAX_TOLERANCE_PAIRING = 100_000  # differing rows paired in Python when float_tolerance is set
 
 
-QUERY_CONFIG = ("watermark_delay", "unique_key", "emit")  # the configs that shape the compiled query
+QUERY_CONFIG = ("watermark_delay", "unique_key", "emit", "state_ttl", "constant_domain")  # the configs that shape the compiled query
 
 
 def query_file(target: str, fingerprint: str) -> str:
@@ -138,6 +143,7 @@ class Equivalence:
     watermark: Optional[str]
     actual_rows: int
     expected_rows: int
+    restarted_keys: int
     missing: int
     unexpected: int
     view: str  # temp view of the differing rows: _diff ('missing' | 'unexpected') + the columns
@@ -154,7 +160,9 @@ class Equivalence:
                    if self.stream_version != self.table_version else "")
         head = (f"snapshot_equivalence {self.model}@v{self.table_version}{outside} over {srcs} "
                 f"(watermark {self.watermark or 'none'}): {self.actual_rows} rows in the table, "
-                f"{self.expected_rows} from the batch query; ")
+                f"{self.expected_rows} from the batch query"
+                + (f" ({self.restarted_keys} keys left out: restarted after state_ttl)" if self.restarted_keys else "")
+                + "; ")
         if self.passed:
             return head + "equal"
         lines = [head + f"{self.missing} missing, {self.unexpected} unexpected",
@@ -189,6 +197,20 @@ def _pair_within_tolerance(missing: list[dict], unexpected: list[dict], floats: 
     return kept_missing, left
 
 
+def _restarted_keys(spark, plan, target: str, version: int, columns: list[str]):
+    """The keys (a DataFrame of the unique key columns) whose state_ttl partials expired and
+    restarted, up to table version `version`; None if there are none."""
+    if plan.upsert is None or plan.upsert.partials is None:
+        return None
+    from ..delta.upsert import RESTARTED, VERSION, changelog_path
+
+    by_name = {c.lower(): c for c in columns}
+    keys = [by_name[k.lower()] for k in plan.upsert.unique_key]
+    log = spark.read.format(FORMAT).load(changelog_path(target))
+    restarted = log.where(f"{RESTARTED} AND {VERSION} <= {int(version)}").select(*[f"`{k}`" for k in keys]).distinct()
+    return restarted.localCheckpoint() if restarted.limit(1).count() else None
+
+
 def check(spark, catalog: Catalog, schema: str, identifier: str, *, at_version: Optional[int] = None,
           where: Optional[str] = None, float_tolerance: Optional[float] = None) -> Equivalence:
     """Compare the model's table (as of its last commit, or of `at_version`) with its query run
@@ -212,6 +234,10 @@ def check(spark, catalog: Catalog, schema: str, identifier: str, *, at_version: 
     expected = expected.select([F.col(f"`{f.name}`").cast(f.dataType) for f in actual.schema.fields])
     if where:
         actual, expected = actual.where(where), expected.where(where)
+    restarted = _restarted_keys(spark, plan, target, version, actual.columns)
+    if restarted is not None:
+        actual, expected = (df.join(restarted, [df[f"`{k}`"].eqNullSafe(restarted[f"`{k}`"]) for k in restarted.columns],
+                                    "left_anti") for df in (actual, expected))
 
     cols = [f"`{c}`" for c in actual.columns]
     tagged = (expected.select(*cols, F.lit(1).alias("__e"), F.lit(0).alias("__a"))
@@ -243,5 +269,6 @@ def check(spark, catalog: Catalog, schema: str, identifier: str, *, at_version: 
         model=f"{schema}.{identifier}", table_version=version, stream_version=last["table_version"],
         sources=last["sources"],
         watermark=last.get("watermark"), actual_rows=actual_rows, expected_rows=expected_rows,
+        restarted_keys=restarted.count() if restarted is not None else 0,
         missing=missing, unexpected=unexpected, view=view,
         columns=actual.columns, samples=samples)

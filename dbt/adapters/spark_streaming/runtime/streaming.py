@@ -21,16 +21,18 @@ from dbt.adapters.events.logging import AdapterLogger
 from .. import sql as sqlfront
 from ..delta import types
 from ..delta.sink import BatchCommitter, create_table, last_metadata
+from ..delta.partials import PartialsCommitter
 from ..delta.upsert import UpsertCommitter, create_changelog
 from ..delta.source import FORMAT, added_files, latest_version
 from ..errors import StreamingError, config_error
-from .catalog import Catalog, is_delta
-from . import lifecycle, upsert
+from .catalog import Catalog, is_delta, registered_locations
+from . import lifecycle, partials as state, runner, upsert
 from .equivalence import late_rows, query_file, save_query
 
 logger = AdapterLogger("SparkStreaming")
 
-TRIGGERS = ("available_now",)
+PROGRESS_EVERY_S = 10  # log a progress line per committed batch at most this often
+
 UPSERT_TABLE = upsert.UPSERT_TABLE
 
 
@@ -62,16 +64,6 @@ class StreamingAdapterResponse(AdapterResponse):
     duration_s: float = 0.0
 
 
-def _trigger(config: Mapping[str, Any]) -> str:
-    trigger = config.get("trigger") or "available_now"
-    if isinstance(trigger, Mapping) and trigger.get("available_now") is True and len(trigger) == 1:
-        trigger = "available_now"
-    if trigger not in TRIGGERS:
-        raise config_error("trigger", trigger, "'available_now' (processing-time and continuous "
-                           "triggers are not implemented yet)")
-    return trigger
-
-
 class _Schemas(Mapping):
     """Column types of relations by name, read from Delta on demand (for sql.compile_query)."""
 
@@ -92,12 +84,13 @@ class _Schemas(Mapping):
         return len(self.catalog._bound)
 
 
-def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int]:
-    """Source versions (by table label) and watermark (ms) of `batch_id`, from Spark's
-    offset log, which Spark writes before it runs the batch."""
+def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int, int]:
+    """Source versions (by table label), watermark and processing time (ms) of `batch_id`, from
+    Spark's offset log, which Spark writes before it runs the batch (so a replay reads the same)."""
     with open(os.path.join(checkpoint, "offsets", str(batch_id))) as fh:
         lines = fh.read().splitlines()
-    watermark_ms = json.loads(lines[1]).get("batchWatermarkMs", 0)
+    header = json.loads(lines[1])
+    watermark_ms, batch_ts_ms = header.get("batchWatermarkMs", 0), header.get("batchTimestampMs", 0)
     versions = {}
     for line in lines[2:]:
         try:
@@ -106,7 +99,7 @@ def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int]:
             continue
         if isinstance(offset, dict) and "table" in offset:
             versions[offset["table"]] = offset["version"]
-    return versions, watermark_ms
+    return versions, watermark_ms, batch_ts_ms
 
 
 def _iso(ms: int | None) -> str | None:
@@ -155,21 +148,74 @@ def compile_model(catalog: Catalog, model: StreamingModel):
                                       materialization=model.materialization,
                                       unique_key=upsert.unique_key(model.config),
                                       emit_early=upsert.emit_early(model.config, model.materialization),
-                                      changelogs=upsert.Changelogs(catalog, model.config.get("dimensions")))
+                                      changelogs=upsert.Changelogs(catalog, model.config.get("dimensions")),
+                                      state_ttl=model.config.get("state_ttl"),
+                                      constant_domain=upsert.names_config(model.config, "constant_domain"),
+                                      dimensions=upsert.names_config(model.config, "dimensions"))
     except sqlfront.SqlError as exc:
         raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None
 
 
-def run_streaming_model(spark, catalog: Catalog, model: StreamingModel) -> StreamingAdapterResponse:
-    """Bring `model`'s Delta table up to date with its sources (available-now trigger)."""
+def run_streaming_model(spark, catalog: Catalog, model: StreamingModel, spark_settings: tuple = ("local[*]", {}),
+                        monitor: Optional["runner.Monitor"] = None) -> StreamingAdapterResponse:
+    """Bring `model`'s Delta table up to date with its sources (available-now trigger), or, for a
+    continuous model, make sure its runner runs it (runtime/runner.py). Inside a runner
+    (`monitor`), run the query with its processing-time trigger until stopped."""
     started = time.time()
-    _trigger(model.config)
+    interval = runner.processing_time(model.config)
     plan = compile_model(catalog, model)
-    with lifecycle.model_lock(catalog.warehouse, model.name):
-        return _run(spark, catalog, model, plan, started)
+    if monitor is not None:
+        with lifecycle.model_lock(catalog.warehouse, model.name):
+            return _run(spark, catalog, model, plan, started, interval, monitor)
+    current = runner.status(catalog.warehouse, model.name)
+    if current and current["alive"]:
+        pid = f"pid {current['pid']} on {current['host']}"
+        if interval and not model.full_refresh and current["fingerprint"] == plan.fingerprint:
+            logger.info(f"{model.name}: running continuously ({pid}, since {current['started']}, every "
+                        f"{current['interval']}; last batch {current['last_batch']} at "
+                        f"{current['last_batch_at'] or '-'}); nothing to do")
+            return StreamingAdapterResponse(_message=f"running ({pid})", duration_s=round(time.time() - started, 2))
+        if not model.full_refresh and current["fingerprint"] != plan.fingerprint:
+            raise StreamingError(
+                "SSR301", f"the query of {model.name} changed while its runner ({pid}) runs the old one"
+                + _query_change(catalog.location(model.schema, model.identifier), current["fingerprint"], model.sql),
+                "the runner's state belongs to the old query, and reusing it could silently miscount",
+                f"Run `dbt run --full-refresh -s {model.identifier}` to stop the runner and rebuild the table, "
+                "or revert the change.")
+        why = "--full-refresh" if model.full_refresh else "its trigger is now available_now"
+        logger.info(f"{model.name}: stopping its runner ({pid}): {why}")
+        runner.stop(catalog.warehouse, model.name)
+    elif current and current["state"] in ("dead", "failed"):
+        reason = (current["error"].get("message") if isinstance(current["error"], dict) else current["error"]) \
+            if current["state"] == "failed" else (
+                f"process {current['pid']} ended without stopping its query (killed?); last heartbeat "
+                f"{current.get('heartbeat')}")
+        tail = runner.log_tail(catalog.warehouse, model.name, 3)
+        logger.warning(f"{model.name}: its runner {current['state']}: {reason}"
+                       + (f" (log: {tail})" if tail else "")
+                       + ("; restarting it from its checkpoint" if interval else ""))
+    if interval is None or model.full_refresh:
+        with lifecycle.model_lock(catalog.warehouse, model.name):
+            response = _run(spark, catalog, model, plan, started)
+        if interval is None:
+            return response
+    spec = {"warehouse": catalog.warehouse, "master": spark_settings[0], "conf": spark_settings[1],
+            "locations": registered_locations(), "fingerprint": plan.fingerprint, "processing_time": interval,
+            "model": {**model.__dict__, "full_refresh": False, "config": dict(model.config)}}
+    st = runner.start(catalog.warehouse, model.name, spec, lambda s: logger.info(
+        f"{model.name}: runner pid {s['pid']}: batch {s['last_batch']} committed, {s['rows_written']} rows "
+        f"written, watermark {s['watermark'] or 'none'}"))
+    logger.info(f"{model.name}: running continuously every {interval} (runner pid {st['pid']} on {st['host']}, "
+                f"last batch {st['last_batch']}); `dbt run-operation stream_status` shows it, "
+                f"`dbt run-operation stream_stop --args '{{model: {model.identifier}}}'` stops it")
+    return StreamingAdapterResponse(
+        _message=f"running (runner pid {st['pid']})", batches=0 if st["last_batch"] is None else 1,
+        rows_written=st["rows_written"], rows_read=st["rows_read"], watermark=st["watermark"],
+        duration_s=round(time.time() - started, 2))
 
 
-def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -> StreamingAdapterResponse:
+def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float, interval: Optional[str] = None,
+         monitor: Optional["runner.Monitor"] = None) -> StreamingAdapterResponse:
     from pyspark.errors import PySparkException
 
     target = catalog.location(model.schema, model.identifier)
@@ -206,19 +252,21 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
     save_query(build, plan, model.sql, dict(model.config), model.materialization)  # for snapshot_equivalence
     keep = plan.upsert.keep_column if plan.upsert else None
     ranked = plan.upsert is not None and plan.upsert.rank_sql is not None
-    schema = upsert.ranked(plan, spark.createDataFrame([], df.schema), model.name).schema if ranked else df.schema
+    partials = plan.upsert.partials if plan.upsert else None  # state_ttl: partial aggregates in Delta
+    schema = (upsert.ranked(plan, spark.createDataFrame([], df.schema), model.name).schema if ranked
+              else state.result_schema(plan, spark, df.schema, model.name) if partials else df.schema)
     columns = [(f.name, f.dataType.simpleString()) for f in schema.fields if f.name != keep]
     arrow_schema = types.arrow_schema(columns)
     keys = upsert.key_columns(plan, [c for c, _ in columns])
     base_meta = {"fingerprint": plan.fingerprint, "model": model.name, "materialization": model.materialization}
     written = {"rows": 0, "commits": 0, "replayed": 0}
     run_batches: list[dict] = []  # sources and watermark of each batch committed by this run
-    committer: list[BatchCommitter | UpsertCommitter] = []
+    committer: list = []  # BatchCommitter | UpsertCommitter [, PartialsCommitter]
 
     def create() -> None:
         create_table(build, arrow_schema, {**base_meta, "batch_id": None, "sources": {}})
         if keys:
-            create_changelog(build, arrow_schema)
+            create_changelog(build, arrow_schema, restarts=partials is not None)
 
     def sink(batch_df, batch_id: int) -> None:
         if not is_delta(build):
@@ -227,24 +275,43 @@ def _run(spark, catalog: Catalog, model: StreamingModel, plan, started: float) -
             app_id = f"dbt-spark-streaming-{_query_id(checkpoint)}"
             committer.append(UpsertCommitter(build, app_id, arrow_schema, keys, keep) if keys
                              else BatchCommitter(build, app_id, arrow_schema))
-        if committer[0].committed(batch_id):
+            if partials:  # its commit is the batch's last: the one that says the batch is done
+                committer.append(PartialsCommitter(build, app_id, list(partials.keys)))
+        if committer[-1].committed(batch_id):
             # Replay of a batch already in Delta: Spark (4.2+) still needs the plan executed.
             batch_df.write.format("noop").mode("overwrite").save()
             written["replayed"] += 1
             return
-        versions, watermark_ms = _read_offsets(checkpoint, batch_id)
-        rows = upsert.rerank(plan, batch_df, build, keys, model.name) if ranked else batch_df.toArrow()
+        versions, watermark_ms, batch_ts_ms = _read_offsets(checkpoint, batch_id)
         meta = {**base_meta, "batch_id": batch_id, "sources": versions, "watermark_ms": watermark_ms,
                 "watermark": _iso(watermark_ms) if plan.watermark_delay_us is not None else None}
-        written["rows"] += committer[0].commit(rows, batch_id, meta)
+        if partials:
+            rows, merged, restarted = state.batch(plan, batch_df, build, batch_ts_ms, model.name, keys)
+            meta["restarted_keys"] = len(restarted)
+            # a crash after the table's commit replays the batch: only the partials are left to store
+            count = 0 if committer[0].committed(batch_id) else committer[0].commit(rows, batch_id, meta, restarted)
+            committer[1].commit(merged, batch_id, batch_ts_ms - partials.ttl_ms)
+        else:
+            rows = upsert.rerank(plan, batch_df, build, keys, model.name) if ranked else batch_df.toArrow()
+            count = committer[0].commit(rows, batch_id, meta)
+        written["rows"] += count
         written["commits"] += 1
         run_batches.append({"sources": versions, "watermark_ms": watermark_ms})
+        if monitor is not None:
+            monitor.batch(batch_id, count, meta["watermark"])
+        elif time.time() - progress["logged"] >= PROGRESS_EVERY_S:  # a long backfill shows progress
+            progress["logged"] = time.time()
+            at = ", ".join(f"{n} v{v} of v{progress['latest'].get(n, '?')}" for n, v in versions.items())
+            logger.info(f"{model.name}: batch {batch_id} committed ({at}): {written['rows']} rows written "
+                        f"in {written['commits']} batches so far, {round(time.time() - started)}s")
 
+    progress = {"logged": time.time(), "latest": {n: latest_version(p) for n, p in paths.items()}}
+    trigger = {"processingTime": interval} if interval else {"availableNow": True}
     query = (df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
-             .outputMode(plan.output_mode).foreachBatch(sink).trigger(availableNow=True)
+             .outputMode(plan.output_mode).foreachBatch(sink).trigger(**trigger)
              .option("checkpointLocation", checkpoint).start())
     try:
-        query.awaitTermination()
+        monitor.wait(query) if monitor is not None else query.awaitTermination()
     except PySparkException as exc:
         raise StreamingError("SSR306", f"the streaming query of {model.name} failed",
                              _first_error_line(str(exc)),

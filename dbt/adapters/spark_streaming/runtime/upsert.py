@@ -47,6 +47,15 @@ def unique_key(config: Mapping[str, Any]) -> list[str] | None:
     return list(keys)
 
 
+def names_config(config: Mapping[str, Any], key: str) -> list[str]:
+    """A config holding a name or a list of names (`constant_domain`, `dimensions`)."""
+    value = config.get(key) or []
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
+        raise config_error(key, value, "a name or a list of names")
+    return [n.lower() for n in names]
+
+
 def emit_early(config: Mapping[str, Any], materialization: str) -> bool:
     """Config `emit`: True for {early: true} (upsert_table window aggregates), else final."""
     emit = config.get("emit")

@@ -18,6 +18,7 @@ from .intervals import parse_duration
 from .joins import window_joins
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
 from .retract import rewrite_retractions
+from .state import BATCH_INPUT, MERGED_INPUT, PARTIALS_INPUT, check_joins, split_aggregate, unbounded_aggregate
 from .topn import window_topns
 from .upsert import RANK_INPUT, UPDATE, UpsertSpec, analyse_upsert, dedups, rewrite_dedup, rewrite_rank
 
@@ -38,11 +39,25 @@ class QueryPlan:
     upsert: Optional[UpsertSpec] = None  # how an upsert_table maintains it (None: streaming_view)
     _tree: exp.Expr = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
     _oracle: Optional[exp.Expr] = field(repr=False, compare=False, default=None)  # Top-N: the whole query
+    _stream: Optional[exp.Expr] = field(repr=False, compare=False, default=None)  # state_ttl: the projection
+
+    @property
+    def updating(self) -> bool:
+        """Whether the result's rows change (update mode semantics)."""
+        return self.upsert is not None and self.upsert.output_mode == UPDATE
 
     @property
     def output_mode(self) -> str:
-        """Spark's output mode: 'update' for updating upsert_table queries, else 'append'."""
-        return self.upsert.output_mode if self.upsert else "append"
+        """Spark's output mode: 'update' for updating upsert_table queries whose state Spark keeps,
+        else 'append' (the stream of a query with partials in Delta only projects)."""
+        return UPDATE if self.updating and self.upsert.partials is None else "append"
+
+    def partials_sql_for(self, step: str, view: str) -> str:
+        """A state_ttl step's batch SQL ('partial', 'merge' or 'final'; sql/state.py) over ``view``."""
+        spec = self.upsert.partials
+        sql, placeholder = {"partial": (spec.partial_sql, BATCH_INPUT), "merge": (spec.merge_sql, PARTIALS_INPUT),
+                            "final": (spec.final_sql, MERGED_INPUT)}[step]
+        return _generate(self._bound({placeholder: view}, _parse(sql)))
 
     def sql_for(self, bindings: Mapping[str, str]) -> str:
         """``spark_sql`` with each source ``name`` replaced by the identifier ``bindings[name]``.
@@ -51,7 +66,7 @@ class QueryPlan:
         correlation name (its alias, else its original table name) so qualified column
         references such as ``bids.price`` keep resolving.
         """
-        return _generate(self._bound(bindings))
+        return _generate(self._bound(bindings, self._stream))
 
     def emitted_sql(self, bindings: Mapping[str, str], watermark_us: int) -> str:
         """Batch SQL giving exactly what the stream emitted up to a batch with watermark
@@ -60,7 +75,7 @@ class QueryPlan:
         group is emitted (open windows too), and HAVING (``__keep``) decides which are kept."""
         if self._oracle is not None:  # a Top-N without a window: no watermark, nothing late
             return _generate(self._bound(bindings, self._oracle))
-        updating = self.output_mode == UPDATE
+        updating = self.updating
         tree = oracle.emitted(self._bound(bindings), watermark_us, closed=not updating)
         if updating and self.upsert.keep_column:
             tree = oracle.kept(tree, self.upsert.keep_column)
@@ -176,17 +191,23 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
 
 def parse_watermark_delay(value: Optional[str]) -> Optional[int]:
     """Parse the ``watermark_delay`` config ('1 minute', '30 seconds') to microseconds."""
+    return _parse_duration_config("watermark_delay", value, "SSV110")
+
+
+def _parse_duration_config(name: str, value: Optional[str], code: str) -> Optional[int]:
     if value is None:
         return None
     try:
         us = parse_duration(str(value))
     except ValueError:
         us = -1
-    if us < 0:
+    if us < 0 or (us == 0 and name == "state_ttl"):
         raise SqlError(
-            "SSV110", f"invalid watermark_delay {value!r}",
-            "it must be a non-negative duration made of <number> <unit> parts",
-            "Set watermark_delay like '1 minute', '30 seconds', '2 hours' or '0 seconds'.")
+            code, f"invalid {name} {value!r}",
+            "it must be a " + ("positive" if name == "state_ttl" else "non-negative")
+            + " duration made of <number> <unit> parts",
+            f"Set {name} like '1 minute', '30 seconds', '2 hours'"
+            + (" or '0 seconds'." if name != "state_ttl" else " or '7 days'."))
     return us
 
 
@@ -199,15 +220,20 @@ def compile_query(
     unique_key: Optional[Sequence[str]] = None,
     emit_early: bool = False,
     changelogs: Mapping[str, str] = {},
+    state_ttl: Optional[str] = None,
+    constant_domain: Sequence[str] = (),
+    dimensions: Sequence[str] = (),
 ) -> QueryPlan:
     """Parse, check and rewrite model ``sql`` (Flink window TVFs) into Spark SQL.
 
     ``schemas`` maps lower-case 'schema.identifier' to {column: spark type}; it must
     cover every window TVF input. ``unique_key`` and ``emit_early`` are upsert_table configs
     (sql/upsert.py). ``changelogs`` maps the upsert_tables the query may read as streams to
-    their changelogs (sql/retract.py). Raises SqlError (codes SSV1xx) on invalid input.
+    their changelogs (sql/retract.py). ``state_ttl``, ``constant_domain`` and ``dimensions``
+    bound its state (sql/state.py). Raises SqlError (codes SSV1xx) on invalid input.
     """
     delay_us = parse_watermark_delay(watermark_delay)
+    ttl_us = _parse_duration_config("state_ttl", state_ttl, "SSV152")
     tree = _parse(sql)
     rewrite_retractions(tree, changelogs, materialization, sql)
     topns = window_topns(tree, sql)
@@ -227,6 +253,7 @@ def compile_query(
                 "cannot hold", why + "; a streaming_view only appends rows that never change",
                 "Use materialized='upsert_table' for updating results, or aggregate over a "
                 "window TVF grouped by window_start and window_end.", position_of(node, sql))
+    check_joins(tree, sql, {id(j.scope) for j in joins}, dimensions)
     upsert = analyse_upsert(tree, cls, found, topns, sql, unique_key, emit_early) if materialization == UPSERT_TABLE else None
     windowed = cls.window_aggregates or topns or joins or any(t.function == "SESSION" for t in tvfs)
     if ((cls.aggregating or topns) if upsert is None else windowed) and delay_us is None:
@@ -246,7 +273,13 @@ def compile_query(
     if found and found[0].limit > 1:
         tree, rank, ranked = rewrite_rank(tree, found[0], schemas, sql)
         upsert = replace(upsert, rank_sql=_generate(rank))
-    spark_sql = _generate(tree)
+    stream = None
+    scope = unbounded_aggregate(tree, sql, updating=upsert is not None and upsert.output_mode == UPDATE,
+                                constant_domain=constant_domain, state_ttl=ttl_us is not None)
+    if scope is not None:
+        stream, partials = split_aggregate(tree, scope, sql, ttl_us // 1000)
+        upsert = replace(upsert, partials=partials)
+    spark_sql = _generate(stream or tree)
     identity = spark_sql if upsert is None else f"{spark_sql}\n{upsert}"  # the key and mode too
     return QueryPlan(
         spark_sql=spark_sql,
@@ -258,4 +291,5 @@ def compile_query(
         upsert=upsert,
         _tree=tree,
         _oracle=ranked,
+        _stream=stream,
     )

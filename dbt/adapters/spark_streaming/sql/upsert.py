@@ -31,6 +31,7 @@ from sqlglot import exp
 
 from .analysis import Classification, is_aggregating, position_of, table_key
 from .errors import SqlError
+from .state import PartialsSpec
 from .topn import WindowTopN, rownum_limit  # the same filter shapes as a window Top-N
 
 RANK_INPUT = "__rank_input"  # Top-N: the relation a micro-batch re-ranks
@@ -48,6 +49,7 @@ class UpsertSpec:
     output_mode: str
     keep_column: Optional[str] = None
     rank_sql: Optional[str] = None  # Top-N: re-ranks RANK_INPUT (new rows + the table's, see rewrite_rank)
+    partials: Optional[PartialsSpec] = None  # state_ttl: partial aggregates kept in Delta (sql/state.py)
 
 
 @dataclass

@@ -1,0 +1,296 @@
+"""What state a streaming query keeps, and keeping a non-window aggregate's state in Delta.
+
+**Bounds** (``check_joins``, ``unbounded_aggregate``). Spark keeps state for stateful operators. A window aggregate,
+window Top-N, window join or SESSION drops a window's state when the watermark passes its
+end: bounded. Two other shapes grow forever with their keys (seed 000, "Bounding memory
+requirements"):
+
+- a non-window aggregate (GROUP BY, SELECT DISTINCT, deduplication), one aggregate per key;
+- a join of two streams without a window, every row of both sides.
+
+Such a query is refused (SSV150, naming the key) unless every GROUP BY key is declared in
+``constant_domain`` (its values are a fixed set, so the state is bounded) or ``state_ttl``
+is set. A join of streams without a window cannot be bounded by either (SSV150): use a
+window join, or join a table (config ``dimensions``).
+
+**Partials** (``split_aggregate``). With ``state_ttl`` a non-window aggregate keeps no Spark
+state: the stream only projects each row's group keys and aggregate arguments, and each
+micro-batch merges its partial aggregates with those stored, per key, in a Delta table
+beside the result (runtime/partials.py). That table is storage, not streaming state; a key
+whose partials were not updated for ``state_ttl`` (processing time) starts afresh, as in
+Flink's idle state retention (seed 001)::
+
+    stream         SELECT <group keys> AS __k0.., <aggregate arguments> AS __a0.. FROM ... WHERE ...
+    PARTIAL_SQL    SELECT __k0.., <partial>(__a0) AS __p0.. FROM <batch> GROUP BY __k0..
+    MERGE_SQL      SELECT __k0.., <merge>(__p0) AS __p0.. FROM <batch partials + stored> GROUP BY __k0..
+    FINAL_SQL      the query, its aggregating SELECT reading <merged> with each aggregate
+                   replaced by <final>(__p0..) and each group key by __k0..
+
+    aggregate      partial               merge                                  final
+    COUNT          COUNT(a) | COUNT(*)   SUM                                    p
+    SUM            SUM(a)                SUM                                    p
+    MIN, MAX       MIN(a), MAX(a)        MIN, MAX                               p
+    AVG            SUM(a), COUNT(a)      SUM, SUM                               ps / pc
+    COLLECT_SET    COLLECT_SET(a)        ARRAY_DISTINCT(FLATTEN(COLLECT_LIST))  p
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from sqlglot import exp
+
+from .analysis import is_aggregating, position_of, table_key
+from .errors import SqlError
+
+BATCH_INPUT = "__dss_batch"  # the micro-batch's projected rows
+PARTIALS_INPUT = "__dss_partials"  # the batch's partials and the stored ones of its keys
+MERGED_INPUT = "__dss_merged"  # merged partials, one row per key
+UPDATED = "__updated_ms"  # stored partials: the processing time of the key's last update
+
+
+@dataclass(frozen=True)
+class PartialsSpec:
+    """A non-window aggregate maintained from partials in Delta (see the module docstring)."""
+
+    keys: Tuple[str, ...]  # __k0.. (the stored partials' key)
+    partial_sql: str  # over BATCH_INPUT
+    merge_sql: str  # over PARTIALS_INPUT
+    final_sql: str  # over MERGED_INPUT
+    ttl_ms: int
+
+
+def _agg_scopes(tree: exp.Expr) -> List[exp.Select]:
+    return [s for s in tree.find_all(exp.Select) if s.args.get("group") or s.args.get("distinct")
+            or is_aggregating(s)]
+
+
+def _windowed(select: exp.Select) -> bool:
+    """Whether the aggregate groups by a window (the rewritten ``__w`` struct)."""
+    return any("__w" in {c.name for c in g.find_all(exp.Column)}
+               for g in (select.args.get("group") or exp.Group()).expressions)
+
+
+def _stream_inputs(tree: exp.Expr, dimensions: Sequence[str]) -> List[exp.Table]:
+    wanted = {d.lower() for d in dimensions}
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    out = []
+    for t in tree.find_all(exp.Table):
+        if not isinstance(t.this, exp.Identifier) or (not t.db and t.name.lower() in ctes):
+            continue
+        key = table_key(t)
+        if wanted & {key, key.rpartition(".")[2]}:
+            continue
+        out.append(t)
+    return out
+
+
+def check_joins(tree: exp.Expr, sql: str, window_join_scopes: Set[int], dimensions: Sequence[str]) -> None:
+    """SSV150 on a join of two streams that is not a window join (unbounded join state)."""
+    if len(_stream_inputs(tree, dimensions)) < 2:
+        return
+    for join in tree.find_all(exp.Join):
+        if id(join.parent) in window_join_scopes:
+            continue
+        raise SqlError(
+            "SSV150", "a join of two streams without a window keeps unbounded state",
+            "Spark keeps every row of both sides forever, waiting for matches (state_ttl does not "
+            "apply to joins)",
+            "Join on a window (both sides TABLE(TUMBLE(...)), ON both window_start and window_end), or "
+            "list the side that is a table in config `dimensions` (joined at each batch, no state).",
+            position_of(join, sql))
+
+
+def unbounded_aggregate(tree: exp.Expr, sql: str, *, updating: bool, constant_domain: Sequence[str],
+                        state_ttl: bool) -> Optional[exp.Select]:
+    """The query's non-window aggregate whose state grows with its keys (``tree`` rewritten:
+    window aggregates group by ``__w``): None if there is none or every key is declared in
+    ``constant_domain``; SSV150 unless ``state_ttl`` is set (then its partials go to Delta)."""
+    if not updating:
+        return None
+    scopes = [s for s in _agg_scopes(tree) if not _windowed(s)]
+    if not scopes:
+        return None
+    scope = scopes[0]
+    if state_ttl:
+        return scope
+    keys = _group_keys(scope)
+    names = [_key_name(scope, k) for k in keys]
+    declared = {str(c).lower() for c in constant_domain}
+    undeclared = [n for n in names if n.lower() not in declared]
+    if keys and not undeclared:
+        return None
+    what = "SELECT DISTINCT" if scope.args.get("distinct") else "GROUP BY " + ", ".join(
+        k.sql(dialect="spark") for k in keys)
+    raise SqlError(
+        "SSV150", f"{what} without a window keeps unbounded state",
+        f"Spark keeps one aggregate per {', '.join(undeclared) or 'key'} forever, and new values keep coming",
+        "Aggregate over a window TVF (GROUP BY window_start, window_end, ...), declare "
+        f"constant_domain: [{', '.join(undeclared)}] if its values are a fixed set, or set "
+        "state_ttl: '7 days' (a key idle that long is dropped and starts afresh).",
+        position_of(scope.args.get("group") or scope, sql))
+
+
+def _key_name(scope: exp.Select, key: exp.Expr) -> str:
+    """How a GROUP BY key is named in constant_domain: its output column, else its SQL."""
+    for proj in scope.expressions:
+        if _same(proj.unalias(), key):
+            return proj.alias_or_name
+    return key.name if isinstance(key, exp.Column) else key.sql(dialect="spark")
+
+
+def _group_keys(scope: exp.Select) -> List[exp.Expr]:
+    if scope.args.get("distinct"):
+        return [p.unalias() for p in scope.expressions]
+    keys = []
+    for g in (scope.args.get("group") or exp.Group()).expressions:
+        if isinstance(g, exp.Literal) and g.is_int:  # GROUP BY 1
+            g = scope.expressions[int(g.this) - 1].unalias()
+        keys.append(g)
+    return keys
+
+
+def _unsupported(what: str, node: exp.Expr, sql: str) -> SqlError:
+    return SqlError(
+        "SSV151", f"{what} cannot be maintained with state_ttl",
+        "state_ttl keeps partial aggregates per key in Delta, which works for COUNT, SUM, MIN, MAX, "
+        "AVG and COUNT(DISTINCT) over plain GROUP BY keys",
+        "Rewrite with those aggregates, or drop state_ttl and declare constant_domain for the keys.",
+        position_of(node, sql))
+
+
+def _col(name: str) -> exp.Column:
+    return exp.column(exp.to_identifier(name))
+
+
+def _fn(cls: type, arg: exp.Expr) -> exp.Expr:
+    return cls(this=arg)
+
+
+# aggregate class -> (partials: [(suffix, partial)], merges by suffix, final(partial columns))
+_Partial = Callable[[Optional[exp.Expr]], exp.Expr]
+_RULES: Dict[type, Tuple[List[Tuple[str, _Partial, Callable[[exp.Expr], exp.Expr]]], Callable[..., exp.Expr]]] = {
+    exp.Count: ([("", lambda a: exp.Count(this=a if a is not None else exp.Star(), big_int=True),
+                  lambda p: _fn(exp.Sum, p))], lambda p: p),
+    exp.Sum: ([("", lambda a: _fn(exp.Sum, a), lambda p: _fn(exp.Sum, p))], lambda p: p),
+    exp.Min: ([("", lambda a: _fn(exp.Min, a), lambda p: _fn(exp.Min, p))], lambda p: p),
+    exp.Max: ([("", lambda a: _fn(exp.Max, a), lambda p: _fn(exp.Max, p))], lambda p: p),
+    exp.Avg: ([("s", lambda a: _fn(exp.Sum, a), lambda p: _fn(exp.Sum, p)),
+               ("c", lambda a: exp.Count(this=a, big_int=True), lambda p: _fn(exp.Sum, p))],
+              lambda s, c: exp.Div(this=exp.Cast(this=s, to=exp.DataType.build("double")),
+                                   expression=exp.Nullif(this=c, expression=exp.Literal.number(0)))),
+    exp.ArrayUniqueAgg: ([("", lambda a: _fn(exp.ArrayUniqueAgg, a), lambda p: exp.ArrayDistinct(
+        this=exp.Flatten(this=exp.ArrayAgg(this=p))))], lambda p: p),
+}
+
+
+def _same(a: exp.Expr, b: exp.Expr) -> bool:
+    def bare(e: exp.Expr) -> str:
+        e = e.copy()
+        for c in e.find_all(exp.Column):
+            c.set("table", None)
+        return e.sql(dialect="spark").lower()
+    return bare(a) == bare(b)
+
+
+def split_aggregate(tree: exp.Expr, scope: exp.Select, sql: str, ttl_ms: int) -> Tuple[exp.Select, PartialsSpec]:
+    """The stream (stateless) and the batch SQL that maintain ``scope``, the query's one
+    non-window aggregate, from partials kept in Delta (module docstring)."""
+    if scope.args.get("having") is not None or any(scope.args.get(a) for a in ("qualify", "windows")):
+        raise _unsupported("HAVING left on the aggregate", scope, sql)
+    group = scope.args.get("group")
+    if group is not None and any(group.args.get(a) for a in ("rollup", "cube", "grouping_sets")):
+        raise _unsupported("ROLLUP, CUBE and GROUPING SETS", group, sql)
+    keys = _group_keys(scope)
+    if not keys:
+        raise _unsupported("an aggregate without GROUP BY keys", scope, sql)
+    key_cols = [f"__k{i}" for i in range(len(keys))]
+    stream_cols: List[exp.Expr] = [exp.alias_(k.copy(), kc) for k, kc in zip(keys, key_cols)]
+    partials: List[exp.Expr] = []
+    merges: List[exp.Expr] = []
+
+    finals: Dict[str, exp.Expr] = {}  # one set of partials per distinct aggregate
+
+    def final_of(agg: exp.AggFunc) -> exp.Expr:
+        if agg.sql(dialect="spark") not in finals:
+            finals[agg.sql(dialect="spark")] = _final_of(agg)
+        return finals[agg.sql(dialect="spark")].copy()
+
+    def _final_of(agg: exp.AggFunc) -> exp.Expr:
+        rule = _RULES.get(type(agg))
+        arg = agg.this
+        if rule is None or isinstance(arg, exp.Distinct) or agg.expressions or isinstance(agg.parent, exp.Filter):
+            raise _unsupported(f"aggregate {agg.sql(dialect='spark')}", agg, sql)
+        j = len(partials)
+        source = None
+        if not isinstance(arg, exp.Star):
+            source = _col(f"__a{j}")
+            stream_cols.append(exp.alias_(arg.copy(), f"__a{j}"))
+        parts, final = rule
+        names = []
+        for suffix, partial, merge in parts:
+            name = f"__p{j}{suffix}"
+            partials.append(exp.alias_(partial(source.copy() if source is not None else None), name))
+            merges.append(exp.alias_(merge(_col(name)), name))
+            names.append(_col(name))
+        return final(*names)
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Anonymous) and node.name.upper() == "COLLECT_SET" and len(node.expressions) == 1:
+            node = exp.ArrayUniqueAgg(this=node.expressions[0].copy())  # as rewrite_distinct_counts writes it
+        if isinstance(node, exp.AggFunc):
+            return final_of(node)
+        for k, kc in zip(keys, key_cols):
+            if not isinstance(node, (exp.Alias, exp.Star)) and _same(node, k):
+                return _col(kc)
+        return node
+
+    outputs = []
+    for proj in scope.expressions:
+        name = proj.alias_or_name
+        body = proj.unalias().copy().transform(replace)
+        stray = [c for c in body.find_all(exp.Column) if not c.name.startswith(("__k", "__p"))]
+        if stray:
+            raise _unsupported(f"column {stray[0].sql(dialect='spark')} (neither aggregated nor a GROUP BY key)",
+                               proj, sql)
+        outputs.append(exp.alias_(body, exp.to_identifier(name)))
+
+    stream = exp.Select(expressions=stream_cols)
+    for arg in ("from_", "joins", "where", "with_"):
+        if scope.args.get(arg):
+            stream.set(arg, scope.args[arg].copy())
+    root_with = tree.args.get("with_") if tree is not scope else None
+    if root_with is not None and not stream.args.get("with_"):
+        stream.set("with_", root_with.copy())
+
+    def grouped(select: List[exp.Expr], source: str) -> str:
+        q = exp.Select(expressions=[_col(k) for k in key_cols] + select).from_(exp.to_table(source))
+        return q.group_by(*[_col(k) for k in key_cols]).sql(dialect="spark")
+
+    final_scope = exp.Select(expressions=outputs).from_(exp.to_table(MERGED_INPUT))
+    final_tree = tree.copy() if tree is not scope else final_scope
+    if tree is not scope:
+        path = _path(tree, scope)
+        target = final_tree
+        for step in path:
+            target = step(target)
+        target.replace(final_scope)
+        if final_tree.args.get("with_") is not None and root_with is not None:
+            final_tree.set("with_", None)  # the stream evaluates the CTEs
+    spec = PartialsSpec(keys=tuple(key_cols), partial_sql=grouped(partials, BATCH_INPUT),
+                        merge_sql=grouped(merges, PARTIALS_INPUT), final_sql=final_tree.sql(dialect="spark"),
+                        ttl_ms=ttl_ms)
+    return stream, spec
+
+
+def _path(tree: exp.Expr, node: exp.Expr) -> List[Callable[[exp.Expr], exp.Expr]]:
+    """Steps that lead from ``tree`` to ``node`` in a copy of ``tree``."""
+    steps = []
+    while node is not tree:
+        parent, key, index = node.parent, node.arg_key, node.index
+        if index is None:
+            steps.append(lambda t, k=key: t.args[k])
+        else:
+            steps.append(lambda t, k=key, i=index: t.args[k][i])
+        node = parent
+    return list(reversed(steps))
