@@ -259,3 +259,130 @@ class TestRandomWindowJoins:
         assert all(sizes[n][-1][0] < sizes[n][-1][1] for n in ("left_hop", "full_cumulate")), sizes
         for name in ("left_hop", "full_cumulate"):
             assert any(None in r[:2] for r in rows(table_path(project, name))), name
+
+
+# --- Window joins of window aggregates (FLIP-145's cumulative example, without its Top-N).
+
+ORDER_SOURCES = """
+sources:
+  - name: raw
+    schema: "{{ target.schema }}"
+    tables: [{name: orders}]
+"""
+ORDERS = "{{ source('raw', 'orders') }}"
+ORDER_COLUMNS = {"pay_time": "timestamp", "item_id": "string", "seller_id": "string", "price": "bigint",
+                 "user_id": "string"}
+
+
+def append_orders(path: str, events: list[tuple]) -> None:
+    write_deltalake(path, pa.table({
+        "pay_time": pa.array([e[0] for e in events], pa.timestamp("us", tz="UTC")),
+        "item_id": pa.array([e[1] for e in events], pa.string()),
+        "seller_id": pa.array([e[2] for e in events], pa.string()),
+        "price": pa.array([e[3] for e in events], pa.int64()),
+        "user_id": pa.array([e[4] for e in events], pa.string()),
+    }), mode="append")
+
+
+def order_batch_rows(project, sql: str, delay: str) -> list[tuple]:
+    """The model's query run by Spark in batch over all rows of the orders source."""
+    name = f"{project.test_schema}.orders"
+    plan = compile_query(sql.replace(ORDERS, name), schemas={name: ORDER_COLUMNS}, watermark_delay=delay)
+    get_spark().createDataFrame(DeltaTable(table_path(project, "orders")).to_pyarrow_table()) \
+        .createOrReplaceTempView("window_join_orders")
+    table = get_spark().sql(plan.sql_for({name: "window_join_orders"})).toArrow()
+    return by_str(tuple(r.values()) for r in table.to_pylist())
+
+
+def aggregates_join(tvf: str, sizes: str, kind: str = "LEFT") -> str:
+    """FLIP-145's example's view: per item and per seller window aggregates, window-joined."""
+    side = f"TABLE({tvf}(TABLE {ORDERS}, DESCRIPTOR(pay_time), {sizes}))"
+    seller, start, end = "a.seller_id", "a.window_start", "a.window_end"
+    if kind == "FULL":
+        seller, start, end = (f"COALESCE(a.{c}, b.{c}) AS {c}" for c in ("seller_id", "window_start", "window_end"))
+    return f"""
+SELECT a.item_id, {seller}, {start}, {end}, a.sales, a.item_buyer_cnt, b.slr_buyer_cnt
+FROM (SELECT item_id, seller_id, window_start, window_end, SUM(price) AS sales, COUNT(DISTINCT user_id) AS item_buyer_cnt
+      FROM {side} GROUP BY item_id, seller_id, window_start, window_end) a
+{kind} JOIN (SELECT seller_id, window_start, window_end, COUNT(DISTINCT user_id) AS slr_buyer_cnt
+      FROM {side} GROUP BY seller_id, window_start, window_end) b
+ON a.seller_id = b.seller_id AND a.window_start = b.window_start AND a.window_end = b.window_end
+"""
+
+
+AGG_JOIN = aggregates_join("TUMBLE", "INTERVAL '10' MINUTES")
+
+
+def order_row(item, seller, start, sales, item_buyers, seller_buyers):
+    return (item, seller, at(start), at(start) + timedelta(minutes=10), sales, item_buyers, seller_buyers)
+
+
+class TestWindowAggregatesJoin:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"sources.yml": ORDER_SOURCES, "tests.yml": models_yml(["agg_join"]),
+                "agg_join.sql": CONFIG + AGG_JOIN}
+
+    def test_rows_when_windows_close(self, project):
+        orders = table_path(project, "orders")
+        append_orders(orders, [(at("08:01"), "i1", "s1", 10, "u1"), (at("08:02"), "i2", "s1", 5, "u2"),
+                               (at("08:03"), "i1", "s1", 2, "u2"), (at("08:04"), "i3", None, 7, "u3"),
+                               (at("08:12"), "i1", "s1", 1, "u1")])
+        first = [order_row("i1", "s1", "08:00", 12, 2, 2), order_row("i2", "s1", "08:00", 5, 1, 2),
+                 order_row("i3", None, "08:00", 7, 1, None)]
+        # Run 1, watermark 08:11: the 08:00 window closes in both aggregates and they join in
+        # the same micro-batch; i3's NULL seller matches nothing and is emitted with NULLs.
+        results = run_dbt(["run"])
+        assert results[0].adapter_response["watermark"] == "2020-04-15T08:11:00.000Z"
+        assert rows(table_path(project, "agg_join")) == by_str(first)
+        run_dbt(["test"])
+        # Run 2: 08:05 is late (its window ended at 08:10 <= 08:11) for both aggregates; 08:25
+        # closes the 08:10 window.
+        append_orders(orders, [(at("08:05"), "i2", "s1", 100, "u9"), (at("08:25"), "i2", "s2", 3, "u1")])
+        results = run_dbt(["run"])
+        assert results[0].adapter_response["late_rows"] == 2
+        assert rows(table_path(project, "agg_join")) == by_str(first + [order_row("i1", "s1", "08:10", 1, 1, 1)])
+        run_dbt(["test"])
+
+
+# Per model: its query and the end of Spark's window of a result row (CUMULATE: the max window).
+AGG_JOIN_MODELS = {
+    "inner_tumble_aggs": (aggregates_join("TUMBLE", T2, "INNER"), lambda r: r[3]),
+    "left_cumulate_aggs": (aggregates_join("CUMULATE", C14), lambda r: r[2] + timedelta(minutes=4)),
+    "full_hop_aggs": (aggregates_join("HOP", H13, "FULL"), lambda r: r[3]),
+}
+
+
+def random_orders(seed: int) -> list[list[tuple]]:
+    """random_appends' times, out of order but never late, as orders of 4 items by 2 sellers
+    (or none) and 5 buyers."""
+    rng = random.Random(seed)
+    return [[(t, f"i{rng.randrange(4)}", rng.choice(["s1", "s2", "s2", None]), num, f"u{rng.randrange(5)}")
+             for t, num, _ in events] for events in random_appends(seed, per_version=40)]
+
+
+class TestRandomWindowAggregatesJoins:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"sources.yml": ORDER_SOURCES, "tests.yml": models_yml(AGG_JOIN_MODELS),
+                **{f"{name}.sql": JOIN_CONFIG + sql for name, (sql, _) in AGG_JOIN_MODELS.items()}}
+
+    def test_stream_equals_batch_on_closed_windows(self, project):
+        orders = table_path(project, "orders")
+        sizes = {name: [] for name in AGG_JOIN_MODELS}
+        for events in random_orders(11):
+            append_orders(orders, events)
+            results = run_dbt(["run"])
+            assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {n: 0 for n in AGG_JOIN_MODELS}
+            for name, (sql, window_end) in AGG_JOIN_MODELS.items():
+                path = table_path(project, name)
+                watermark = datetime.fromtimestamp(commits(path)[-1]["watermark_ms"] / 1000, timezone.utc)
+                everything = order_batch_rows(project, sql, "2 minutes")
+                expected = [r for r in everything if window_end(r) <= watermark]
+                assert rows(path) == by_str(expected), name
+                sizes[name].append((len(expected), len(everything)))
+            assert len(run_dbt(["test"])) == len(AGG_JOIN_MODELS)
+        # Every run closed windows, and the last left some open; outer joins kept NULL sellers.
+        assert all(0 < a[0] < b[0] < c[0] < c[1] for a, b, c in sizes.values()), sizes
+        for name in ("left_cumulate_aggs", "full_hop_aggs"):
+            assert any(r[-1] is None for r in rows(table_path(project, name))), name

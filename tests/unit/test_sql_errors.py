@@ -349,6 +349,18 @@ BAD_JOINS = [
      f"JOIN TABLE(SESSION({RT}, INTERVAL '1' MINUTE)) R ON {BOUNDS}", "SSV108", "SESSION windows"),
     (f"SELECT L.num FROM {LT5} L JOIN (SELECT num, COUNT(*) AS n FROM {RT5} GROUP BY num) R ON L.num = R.num",
      "SSV106", "upsert_table"),
+    # Window aggregates join each other only, on both bounds, with the same windows.
+    (f"SELECT L.num FROM {LT5} L JOIN (SELECT num, window_start, window_end, COUNT(*) AS n FROM {RT5} "
+     f"GROUP BY window_start, window_end, num) R ON L.num = R.num AND {BOUNDS}", "SSV108",
+     "a window aggregate with the rows of a window TVF"),
+    (f"SELECT L.num FROM (SELECT num, window_start, window_end, COUNT(*) AS n FROM {LT5} GROUP BY window_start, "
+     f"window_end, num) L JOIN (SELECT num, window_start, window_end, COUNT(*) AS n FROM {RT5} GROUP BY "
+     "window_start, window_end, num) R ON L.num = R.num AND L.window_start = R.window_start", "SSV107",
+     "window join does not equate window_end"),
+    (f"SELECT L.num FROM (SELECT num, window_start, window_end, COUNT(*) AS n FROM {LT5} GROUP BY window_start, "
+     f"window_end, num) L JOIN (SELECT num, window_start, window_end, COUNT(*) AS n FROM TABLE(TUMBLE({RT}, "
+     f"INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, num) R ON L.num = R.num AND {BOUNDS}", "SSV122",
+     "Got: TUMBLE (size 10 minutes)"),
 ]
 
 

@@ -77,6 +77,23 @@ def test_outer_window_join_emits_unmatched_rows_of_closed_windows():
         "SELECT 1 WHERE (NOT L.__w IS NULL AND NOT R.__w IS NULL) OR COALESCE(L.__w.end, R.__w.end) <= "
         "TIMESTAMP_MICROS(7) OR (NOT L.__w IS NULL AND NOT (COALESCE(L.id <> 'x', FALSE)))").split(" WHERE ")[-1]
     full = join_plan("FULL", " AND L.id <> 'x' AND R.id <> 'y'").emitted_sql(BIND, 7)
-    assert "NOT (COALESCE(L.id <> 'x', FALSE))" in full and "NOT (COALESCE(R.id <> 'y', FALSE))" in full
+    # FULL: the rewrite adds IS NOT NULL on each equated key (Spark's streaming FULL join matches
+    # NULL keys): a row with a NULL key fails its own side's conditions and is emitted at once.
+    assert "NOT (COALESCE(L.id <> 'x' AND NOT L.num IS NULL, FALSE))" in full
+    assert "NOT (COALESCE(R.id <> 'y' AND NOT R.num IS NULL, FALSE))" in full
     right = join_plan("RIGHT", " AND L.id <> 'x'").emitted_sql(BIND, 7)
     assert "COALESCE(L.id" not in right and "<= TIMESTAMP_MICROS(7)" in right
+
+
+def test_window_join_of_window_aggregates_drops_late_rows_once_and_keeps_closed_windows():
+    """A side that is a window aggregate drops late rows and keeps closed windows in the aggregate
+    (HAVING), not again below the join; its late rows are listed once per aggregate."""
+    agg = ("(SELECT num, window_start, window_end, COUNT(*) AS c FROM {} "
+           "GROUP BY window_start, window_end, num)")
+    p = compile_query(f"SELECT L.num, L.c, R.c AS r FROM {agg.format(T5.format('lt'))} L LEFT JOIN "
+                      f"{agg.format(T5.format('rt'))} R ON L.num = R.num AND {BOUNDS}",
+                      schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
+    sql = p.emitted_sql(BIND, 7)
+    assert sql.count("WHERE __w.end > __dss_late_wm") == 2
+    assert sql.count("HAVING MAX(__w.end) <= TIMESTAMP_MICROS(7)") == 2
+    assert len(p.late_rows_sql(BIND)) == 2

@@ -682,7 +682,8 @@ JOIN_REWRITES = [
         f"{PICK} FROM (SELECT * FROM {T5.format('lt')}) L FULL JOIN (SELECT * FROM {T5.format('rt')}) R "
         f"ON L.num = R.num AND {ON_BOUNDS}",
         f"{PICK} FROM (SELECT * FROM {SIDE.format('lt')} AS lt) AS L FULL JOIN "
-        f"(SELECT * FROM {SIDE.format('rt')} AS rt) AS R ON L.num = R.num AND L.__w = R.__w",
+        f"(SELECT * FROM {SIDE.format('rt')} AS rt) AS R ON L.num = R.num AND L.__w = R.__w "
+        "AND NOT L.num IS NULL AND NOT R.num IS NULL",
         id="flink-docs-full-join-subqueries",
     ),
     pytest.param(
@@ -770,3 +771,51 @@ def test_window_self_join_reads_its_source_once():
     assert plan.spark_sql == norm(f"SELECT L.num, R.num AS r FROM {SIDE.format('lt')} AS L JOIN {SIDE.format('lt')} "
                                   "AS R ON L.id = R.id AND L.__w = R.__w AND L.num < R.num")
     assert plan.sql_for({"analytics.lt": "v"}).count("FROM v WATERMARK") == 2
+
+
+# --- Window joins of window aggregates: each aggregate keeps __w (CUMULATE: and __k) as an
+# output column, and the join is on it. Spark chains the aggregates and the join in append mode.
+
+AGG_T5 = "(SELECT id, window_start, window_end, SUM(num) AS total FROM {tvf} GROUP BY window_start, window_end, id)"
+AGG_T5_OUT = ("(SELECT id, __w.start AS window_start, __w.end AS window_end, SUM(num) AS total, __w "
+              f"FROM (SELECT *, {W5} FROM analytics.{{t}} {WM_J}) AS {{t}} GROUP BY __w, id)")
+
+
+def test_rewrite_window_join_of_window_aggregates():
+    sql = (f"SELECT a.id, a.window_start, a.total, b.total AS r_total FROM {AGG_T5.format(tvf=T5.format('lt'))} a "
+           f"JOIN {AGG_T5.format(tvf=T5.format('rt'))} b ON a.id = b.id AND a.window_start = b.window_start "
+           "AND a.window_end = b.window_end")
+    plan = compile_query(sql, schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
+    assert plan.spark_sql == norm(
+        f"SELECT a.id, a.window_start, a.total, b.total AS r_total FROM {AGG_T5_OUT.format(t='lt')} AS a "
+        f"JOIN {AGG_T5_OUT.format(t='rt')} AS b ON a.id = b.id AND a.__w = b.__w")
+    assert plan.kind == "append"
+
+
+FLIP_VIEW = """
+SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt, b.slr_buyer_cnt
+FROM (SELECT item_id, seller_id, window_start, window_end, SUM(price) AS sales, COUNT(DISTINCT user_id) AS item_buyer_cnt
+      FROM TABLE(CUMULATE(TABLE analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
+      GROUP BY item_id, seller_id, window_start, window_end) a
+LEFT JOIN (SELECT seller_id, window_start, window_end, COUNT(DISTINCT user_id) AS slr_buyer_cnt
+      FROM TABLE(CUMULATE(TABLE analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
+      GROUP BY seller_id, window_start, window_end) b
+ON a.seller_id = b.seller_id AND a.window_start = b.window_start AND a.window_end = b.window_end"""
+ORDER_SCHEMAS = {"analytics.orders": {"pay_time": "timestamp", "item_id": "string", "seller_id": "string",
+                                      "price": "double", "user_id": "string"}}
+C1H = ("(SELECT *, WINDOW(pay_time, '3600 seconds', '3600 seconds', '0 seconds') AS __w, "
+       "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(pay_time), 3600000000) DIV 600000000 + 1, 6)) AS __k "
+       "FROM analytics.orders WATERMARK pay_time DELAY OF INTERVAL '60' SECONDS) AS orders")
+C1H_END = "__w.start + __k * INTERVAL '600' SECONDS"
+
+
+def test_rewrite_flip145_cumulate_aggregates_left_join():
+    plan = compile_query(FLIP_VIEW, schemas=ORDER_SCHEMAS, watermark_delay="1 minute")
+    assert plan.spark_sql == norm(
+        "SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt, b.slr_buyer_cnt "
+        f"FROM (SELECT item_id, seller_id, __w.start AS window_start, {C1H_END} AS window_end, SUM(price) AS sales, "
+        f"SIZE(COLLECT_SET(user_id)) AS item_buyer_cnt, __w, __k FROM {C1H} GROUP BY item_id, seller_id, __w, __k) AS a "
+        f"LEFT JOIN (SELECT seller_id, __w.start AS window_start, {C1H_END} AS window_end, "
+        f"SIZE(COLLECT_SET(user_id)) AS slr_buyer_cnt, __w, __k FROM {C1H} GROUP BY seller_id, __w, __k) AS b "
+        "ON a.seller_id = b.seller_id AND a.__w = b.__w AND a.__k = b.__k")
+    assert plan.sources == ("analytics.orders",)

@@ -1,7 +1,8 @@
 """Window joins (FLIP-145 "Window Join"): two window TVFs joined on both window bounds.
 
 A window join is a SELECT whose FROM and single JOIN are each a window TVF, directly or
-wrapped in a subquery that projects and filters its rows::
+wrapped in a subquery that projects and filters its rows, or both window aggregates of window
+TVFs (subqueries grouping by both window bounds, FLIP-145's cumulative example)::
 
     SELECT ... FROM (SELECT * FROM TABLE(TUMBLE(TABLE l, DESCRIPTOR(ts), INTERVAL '5' MINUTES))) L
     [INNER | LEFT | RIGHT | FULL] JOIN TABLE(TUMBLE(TABLE r, DESCRIPTOR(ts), INTERVAL '5' MINUTES)) R
@@ -12,6 +13,10 @@ both window bounds (SSV107). The rewrite gives each side its window struct ``__w
 and its step index ``__k``) and joins on ``L.__w = R.__w`` in place of the bounds: Spark's
 stream-stream join keeps each side's rows in state until the watermark passes ``__w.end``, and
 then emits the unmatched rows of an outer join with NULLs (see oracle.py for the exact rule).
+A window aggregate side instead projects ``__w`` [, ``__k``] (grouped by them): Spark chains the
+aggregates and the join in append mode, each aggregate emits a window once, when it closes, and
+both sides of a window arrive in the same micro-batch, so the join emits the window's rows
+(matched or not) in that micro-batch and its state holds them only until then.
 A side's time column is projected as ``ts + INTERVAL '0' SECOND``: Spark refuses a join input
 with two event-time columns (MULTIPLE_EVENT_TIME_COLUMNS), and that copy carries no watermark.
 """
@@ -43,6 +48,7 @@ class JoinSide:
     tvf: WindowTVF
     alias: str
     wrapper: Optional[exp.Select]
+    aggregate: bool = False  # the wrapper is a window aggregate of the TVF (GROUP BY both bounds)
 
 
 @dataclass
@@ -62,20 +68,31 @@ def _unsupported(what: str, why: str, fix: str, node: exp.Expr, sql: str) -> Sql
     return SqlError("SSV108", what, why, fix, position_of(node, sql))
 
 
-def _wrapper_tvf(sub: exp.Subquery) -> Optional[Tuple[WindowTVF, exp.Select]]:
-    """(TVF, wrapping SELECT) if ``sub`` only projects and filters the rows of one window TVF."""
+def _groups_by_window(select: exp.Select, tvf: WindowTVF) -> bool:
+    group = select.args.get("group")
+    return group is not None and {"window_start", "window_end"} <= {
+        window_key(g, tvf) for g in group.expressions}
+
+
+def _wrapper_tvf(sub: exp.Subquery) -> Optional[Tuple[WindowTVF, exp.Select, bool]]:
+    """(TVF, wrapping SELECT, whether it aggregates) if ``sub`` only projects and filters the rows
+    of one window TVF, or is a window aggregate of it (grouped by both window bounds)."""
     select = sub.this
     if not isinstance(select, exp.Select) or not isinstance(select.args.get("from_"), exp.From):
         return None
     tvf = select.args["from_"].this
-    if not isinstance(tvf, WindowTVF) or is_aggregating(select):
+    if not isinstance(tvf, WindowTVF):
         return None
-    if any(select.args.get(a) for a in ("joins", "having", "qualify", "windows", "order", "limit", "with_")):
+    aggregate = is_aggregating(select)
+    if aggregate and not _groups_by_window(select, tvf):
+        return None
+    if any(select.args.get(a) for a in ("joins", "qualify", "windows", "order", "limit", "with_")) \
+            or (select.args.get("having") and not aggregate):
         return None
     if any(isinstance(n, (exp.Window, exp.Query)) and n is not select
            for p in select.expressions for n in p.walk()):
         return None
-    return tvf, select
+    return tvf, select, aggregate
 
 
 def _side(node: exp.Expr) -> Optional[JoinSide]:
@@ -84,7 +101,7 @@ def _side(node: exp.Expr) -> Optional[JoinSide]:
     if isinstance(node, exp.Subquery) and node.alias:
         found = _wrapper_tvf(node)
         if found:
-            return JoinSide(node, found[0], node.alias, found[1])
+            return JoinSide(node, found[0], node.alias, found[1], found[2])
     return None
 
 
@@ -206,6 +223,13 @@ def _window_join(scope: exp.Select, specs: Mapping[int, WindowSpec], sql: str) -
                            "only the joined rows themselves can be emitted by a streaming_view",
                            "Aggregate each input before the join, or aggregate the join's model downstream.",
                            scope.args.get("group") or scope, sql)
+    if pair[0].aggregate != pair[1].aggregate:
+        rows = pair[0] if pair[1].aggregate else pair[1]
+        raise _unsupported(
+            "a window join of a window aggregate with the rows of a window TVF is not supported",
+            "an aggregate emits a window when the watermark closes it, and by then the other side's "
+            "rows of that window have left the join's state",
+            "Join two window aggregates, or the rows of two window TVFs.", rows.node, sql)
     _check_same_windows(pair, specs, sql)
     start, end = _check_on(join, pair, sql)
     return WindowJoin(scope, join, kind, pair, start, end)

@@ -136,21 +136,31 @@ def emitted(tree: exp.Expr, watermark_us: int, closed: bool = True) -> exp.Expr:
     only windows the watermark closed (append mode); in update mode open windows are emitted
     too, and only the late-row rule applies."""
     tree = tree.copy()
+    aggregates = list(window_aggregates(tree))
     for scope, join, left, right in window_joins(tree):
-        for derived in _windowed_inputs(scope.args["from_"].this) + _windowed_inputs(join.this):
+        for derived in _join_inputs(scope, join, aggregates):
             _drop_late(derived)
         if closed:
             _join_emitted(scope, join, left, right, watermark_us)
-    for scope, derived in window_aggregates(tree):
+    for scope, derived in aggregates:
         _drop_late(derived)
         if not closed:
             continue
         # MAX(): a predicate on the grouping key would be pushed below the aggregate by Spark's
         # optimizer, and for SESSION that is before the rows' windows merge into sessions.
-        closed = exp.LTE(this=exp.Max(this=_window_end()), expression=_micros(watermark_us))
+        done = exp.LTE(this=exp.Max(this=_window_end()), expression=_micros(watermark_us))
         having = scope.args.get("having")
-        scope.set("having", exp.Having(this=exp.and_(having.this, closed) if having else closed))
+        scope.set("having", exp.Having(this=exp.and_(having.this, done) if having else done))
     return tree
+
+
+def _join_inputs(scope: exp.Select, join: exp.Join,
+                 aggregates: List[Tuple[exp.Select, exp.Subquery]]) -> List[exp.Subquery]:
+    """The windowed inputs of a window join's sides that are not inputs of a window aggregate
+    (a side that is a window aggregate drops late rows there, and emits closed windows only)."""
+    below = {id(derived) for _, derived in aggregates}
+    found = _windowed_inputs(scope.args["from_"].this) + _windowed_inputs(join.this)
+    return [d for d in found if id(d) not in below]
 
 
 def kept(tree: exp.Expr, keep_column: str) -> exp.Expr:
@@ -167,9 +177,10 @@ def late_rows(tree: exp.Expr) -> List[exp.Select]:
     read them. (A join side's rows are listed before the filters of its subquery and before
     one-sided ON conditions that Spark pushes below the join.)"""
     queries = []
-    inputs = [derived for _, derived in window_aggregates(tree)]
+    aggregates = list(window_aggregates(tree))
+    inputs = [derived for _, derived in aggregates]
     for scope, join, _, _ in window_joins(tree):
-        inputs += _windowed_inputs(scope.args["from_"].this) + _windowed_inputs(join.this)
+        inputs += _join_inputs(scope, join, aggregates)
     for derived in inputs:
         inner = derived.this.copy()
         star = exp.Star(except_=[exp.column(WINDOW_STRUCT), exp.column(LATE_COLUMN)])

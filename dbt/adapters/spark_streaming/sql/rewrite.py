@@ -337,6 +337,28 @@ def _join_side_table(inner: exp.Select, columns: List[str], spec: WindowSpec) ->
     return exp.Select(expressions=projections).from_(exp.Subquery(this=inner))
 
 
+def _of_side(node: exp.Expr, alias: str) -> bool:
+    cols = list(node.find_all(exp.Column))
+    return bool(cols) and all(c.table.lower() == alias.lower() for c in cols)
+
+
+def _not_null_keys(conds: List[exp.Expr], left: str, right: str) -> List[exp.Expr]:
+    """``k IS NOT NULL`` for both operands of each equality between the two sides (besides the
+    window keys). Spark 4.3's streaming FULL OUTER join matches NULL keys with each other (its
+    state compares keys as bytes; INNER, LEFT and RIGHT infer IS NOT NULL filters, FULL does
+    not), so a FULL window join says it in its ON: a row with a NULL key then fails a condition
+    on its own side and is emitted at once, unmatched (as in batch, where NULL = NULL is not
+    true)."""
+    found: List[exp.Expr] = []
+    for cond in conds:
+        if not isinstance(cond, exp.EQ) or any(c.name in (WINDOW_STRUCT, STEP_INDEX) for c in cond.find_all(exp.Column)):
+            continue
+        a, b = cond.this, cond.expression
+        if (_of_side(a, left) and _of_side(b, right)) or (_of_side(a, right) and _of_side(b, left)):
+            found += [exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())) for x in (a, b)]
+    return found
+
+
 def _rewrite_join_scope(join: WindowJoin, specs: Mapping[int, WindowSpec],
                         schemas: Mapping[str, Mapping[str, str]]) -> None:
     """Join on ``L.__w = R.__w`` (CUMULATE: and ``L.__k = R.__k``) in place of the two window
@@ -352,6 +374,8 @@ def _rewrite_join_scope(join: WindowJoin, specs: Mapping[int, WindowSpec],
             conds += keys
         elif cond is not join.end:
             conds.append(cond.copy())
+    if join.kind == "FULL":
+        conds += _not_null_keys(conds, left.alias, right.alias)
     join.join.set("on", exp.and_(*conds))
     exposed = {}
     for side in join.sides:
@@ -383,7 +407,7 @@ def rewrite_tvfs(
 ) -> None:
     """Replace every window TVF in place by its Spark derived table."""
     by_tvf = {id(t): s for t, s in zip(tvfs, specs)}
-    join_sides = {id(side.tvf) for j in joins or [] for side in j.sides}
+    join_sides = {id(side.tvf) for j in joins or [] for side in j.sides if not side.aggregate}
     for join in joins or []:
         _rewrite_join_scope(join, by_tvf, schemas)
     for tvf, spec in zip(tvfs, specs):
