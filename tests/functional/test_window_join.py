@@ -313,6 +313,18 @@ ON a.seller_id = b.seller_id AND a.window_start = b.window_start AND a.window_en
 AGG_JOIN = aggregates_join("TUMBLE", "INTERVAL '10' MINUTES")
 
 
+def top_n(view: str, n: int, cte: bool) -> str:
+    """FLIP-145's window Top-N over the window join ``view``, as a CTE (as the example's
+    temporary view) or a subquery."""
+    ranked = ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+              f"ORDER BY sales DESC, item_id, seller_id) AS rownum FROM {{}}) WHERE rownum <= {n}")
+    return f"WITH trd_itm_ord_mm AS ({view})\n" + ranked.format("trd_itm_ord_mm") if cte \
+        else ranked.format(f"({view}) AS t")
+
+
+AGG_JOIN_TOP2 = top_n(AGG_JOIN, 2, cte=True)
+
+
 def order_row(item, seller, start, sales, item_buyers, seller_buyers):
     return (item, seller, at(start), at(start) + timedelta(minutes=10), sales, item_buyers, seller_buyers)
 
@@ -320,8 +332,8 @@ def order_row(item, seller, start, sales, item_buyers, seller_buyers):
 class TestWindowAggregatesJoin:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"sources.yml": ORDER_SOURCES, "tests.yml": models_yml(["agg_join"]),
-                "agg_join.sql": CONFIG + AGG_JOIN}
+        return {"sources.yml": ORDER_SOURCES, "tests.yml": models_yml(["agg_join", "agg_join_top2"]),
+                "agg_join.sql": CONFIG + AGG_JOIN, "agg_join_top2.sql": CONFIG + AGG_JOIN_TOP2}
 
     def test_rows_when_windows_close(self, project):
         orders = table_path(project, "orders")
@@ -333,15 +345,20 @@ class TestWindowAggregatesJoin:
         # Run 1, watermark 08:11: the 08:00 window closes in both aggregates and they join in
         # the same micro-batch; i3's NULL seller matches nothing and is emitted with NULLs.
         results = run_dbt(["run"])
-        assert results[0].adapter_response["watermark"] == "2020-04-15T08:11:00.000Z"
+        assert [r.adapter_response["watermark"] for r in results] == ["2020-04-15T08:11:00.000Z"] * 2
         assert rows(table_path(project, "agg_join")) == by_str(first)
+        # The Top-2 by sales of the joined rows (FLIP-145's Top-N over the join, as a CTE),
+        # emitted in the same micro-batch.
+        assert rows(table_path(project, "agg_join_top2")) == by_str([first[0] + (1,), first[2] + (2,)])
         run_dbt(["test"])
         # Run 2: 08:05 is late (its window ended at 08:10 <= 08:11) for both aggregates; 08:25
         # closes the 08:10 window.
         append_orders(orders, [(at("08:05"), "i2", "s1", 100, "u9"), (at("08:25"), "i2", "s2", 3, "u1")])
         results = run_dbt(["run"])
-        assert results[0].adapter_response["late_rows"] == 2
+        assert [r.adapter_response["late_rows"] for r in results] == [2, 2]
         assert rows(table_path(project, "agg_join")) == by_str(first + [order_row("i1", "s1", "08:10", 1, 1, 1)])
+        assert rows(table_path(project, "agg_join_top2")) == by_str(
+            [first[0] + (1,), first[2] + (2,), order_row("i1", "s1", "08:10", 1, 1, 1) + (1,)])
         run_dbt(["test"])
 
 
@@ -350,6 +367,10 @@ AGG_JOIN_MODELS = {
     "inner_tumble_aggs": (aggregates_join("TUMBLE", T2, "INNER"), lambda r: r[3]),
     "left_cumulate_aggs": (aggregates_join("CUMULATE", C14), lambda r: r[2] + timedelta(minutes=4)),
     "full_hop_aggs": (aggregates_join("HOP", H13, "FULL"), lambda r: r[3]),
+    # FLIP-145's example whole: the Top-3 over the LEFT join of CUMULATE aggregates, as a CTE;
+    # and a Top-2 over an INNER join of TUMBLE aggregates, as a subquery.
+    "top3_cumulate_cte": (top_n(aggregates_join("CUMULATE", C14), 3, cte=True), lambda r: r[2] + timedelta(minutes=4)),
+    "top2_tumble_subquery": (top_n(aggregates_join("TUMBLE", T2, "INNER"), 2, cte=False), lambda r: r[3]),
 }
 
 

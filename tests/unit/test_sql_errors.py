@@ -117,8 +117,10 @@ BAD = [
         ("ROW_NUMBER()", "PARTITION BY a.window_start, window_end ORDER BY total", f"({AGG_K.format(TVF1)}) AS b",
          "rownum <= 3"),
     ]],
+    # a CTE referred to twice stays a CTE, and a Top-N over it is refused
     (f"WITH agg AS ({AGG_K.format(TVF1)}) " + TOPN.format(f="ROW_NUMBER()", o="PARTITION BY window_start, "
-     "window_end ORDER BY total", tvf="agg", w="rownum <= 3"), "SSV108", "in a subquery of its FROM"),
+     "window_end ORDER BY total", tvf="agg", w="rownum <= 3") + " UNION ALL SELECT *, 1 AS rownum FROM agg",
+     "SSV108", "in a subquery of its FROM"),
     # CUMULATE
     (AGG.format(f"CUMULATE({T}, INTERVAL '1' MINUTE)"), "SSV102", "missing argument(s) SIZE"),
     (AGG.format(f"CUMULATE({T}, SIZE => INTERVAL '10' MINUTES)"), "SSV102", "missing argument(s) STEP"),
@@ -390,3 +392,43 @@ def test_window_join_needs_watermark_delay():
         compile_query(f"SELECT L.num FROM {LT5} L JOIN {RT5} R ON {BOUNDS}", schemas=JOIN_SCHEMAS,
                       watermark_delay=None)
     assert info.value.code == "SSV105"
+
+
+FLIP_VIEW = """
+SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt, b.slr_buyer_cnt
+FROM (SELECT item_id, seller_id, window_start, window_end, SUM(price) AS sales, COUNT(DISTINCT user_id) AS item_buyer_cnt
+      FROM TABLE(CUMULATE(TABLE analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
+      GROUP BY item_id, seller_id, window_start, window_end) a
+LEFT JOIN (SELECT seller_id, window_start, window_end, COUNT(DISTINCT user_id) AS slr_buyer_cnt
+      FROM TABLE(CUMULATE(TABLE analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
+      GROUP BY seller_id, window_start, window_end) b
+ON a.seller_id = b.seller_id AND a.window_start = b.window_start AND a.window_end = b.window_end"""
+FLIP_TOPN = ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY sales DESC, "
+             "item_id) AS rownum FROM {src}) WHERE rownum <= 3")
+ORDER_SCHEMAS = {"analytics.orders": {"pay_time": "timestamp", "item_id": "string", "seller_id": "string",
+                                      "price": "double", "user_id": "string"}}
+
+
+def test_window_topn_over_window_join_errors():
+    """A Top-N over a window join needs a join of two window aggregates, INNER, LEFT or RIGHT
+    (its rows carry the window of one side), partitioned by that side's window (SSV108), and
+    every column of the join named (SSV109)."""
+    rows_join = ("(SELECT a.item_id, a.window_start, a.window_end, a.price AS sales FROM TABLE(TUMBLE(TABLE "
+                 "analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES)) a JOIN TABLE(TUMBLE(TABLE "
+                 "analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES)) b ON a.item_id = b.item_id AND "
+                 "a.window_start = b.window_start AND a.window_end = b.window_end)")
+    cases = [
+        (FLIP_VIEW.replace("LEFT JOIN", "FULL JOIN"), "SSV108", "INNER, LEFT or RIGHT window join"),
+        (FLIP_VIEW.replace("a.window_start, a.window_end", "b.window_start, b.window_end"), "SSV108",
+         "partitioned by the window of its left (RIGHT: right) side"),
+        (FLIP_VIEW.replace("a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt",
+                           "a.*", 1), "SSV109", "got a.*"),
+    ]
+    for view, code, text in cases:
+        with pytest.raises(SqlError) as info:
+            compile_query(FLIP_TOPN.format(src=f"({view})"), schemas=ORDER_SCHEMAS, watermark_delay="1 minute")
+        assert info.value.code == code and text in str(info.value), str(info.value)
+        assert info.value.position is not None
+    with pytest.raises(SqlError) as info:
+        compile_query(FLIP_TOPN.format(src=rows_join), schemas=ORDER_SCHEMAS, watermark_delay="1 minute")
+    assert info.value.code == "SSV108"

@@ -819,3 +819,50 @@ def test_rewrite_flip145_cumulate_aggregates_left_join():
         f"SIZE(COLLECT_SET(user_id)) AS slr_buyer_cnt, __w, __k FROM {C1H} GROUP BY seller_id, __w, __k) AS b "
         "ON a.seller_id = b.seller_id AND a.__w = b.__w AND a.__k = b.__k")
     assert plan.sources == ("analytics.orders",)
+
+
+# --- Window Top-N over a window join of window aggregates (FLIP-145's cumulative example,
+# whole): the join passes on its left side's __w, __k and the Top-N groups by them.
+
+FLIP_TOPN = ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY sales DESC, "
+             "item_id) AS rownum FROM {src}) WHERE rownum <= 3")
+
+
+def test_window_topn_over_window_join_cte_and_subquery():
+    cte = compile_query(f"WITH trd_itm_ord_mm AS ({FLIP_VIEW}) " + FLIP_TOPN.format(src="trd_itm_ord_mm"),
+                        schemas=ORDER_SCHEMAS, watermark_delay="1 minute")
+    sub = compile_query(FLIP_TOPN.format(src=f"({FLIP_VIEW}) AS trd_itm_ord_mm"), schemas=ORDER_SCHEMAS,
+                        watermark_delay="1 minute")
+    assert cte.spark_sql == sub.spark_sql
+    out = cte.spark_sql
+    assert "WITH" not in out and cte.kind == "append"
+    assert ("b.slr_buyer_cnt, a.__w, a.__k FROM (SELECT item_id, seller_id, __w.start AS window_start" in out)
+    assert out.endswith("ON a.seller_id = b.seller_id AND a.__w = b.__w AND a.__k = b.__k) AS trd_itm_ord_mm "
+                        "GROUP BY __w, __k)) WHERE rownum <= 3")
+    assert out.startswith("SELECT * FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT(__r.item_id AS item_id, "
+                          "__r.seller_id AS seller_id, __r.window_start AS window_start, __r.window_end AS window_end, "
+                          "__r.sales AS sales, __r.item_buyer_cnt AS item_buyer_cnt, __r.slr_buyer_cnt AS "
+                          "slr_buyer_cnt, __i + 1 AS rownum))) FROM (SELECT __w, __k, SLICE(ARRAY_SORT(")
+    # snapshot_equivalence: each aggregate drops late rows and keeps closed windows, once.
+    emitted = cte.emitted_sql({"analytics.orders": "o"}, 0)
+    assert emitted.count("HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)") == 2
+    assert emitted.count("WHERE __w.end > __dss_late_wm") == 2
+    assert len(cte.late_rows_sql({"analytics.orders": "o"})) == 2
+
+
+def test_window_topn_over_right_window_join_ranks_by_the_right_window():
+    view = FLIP_VIEW.replace("LEFT JOIN", "RIGHT JOIN").replace("a.window_start, a.window_end", "b.window_start, b.window_end")
+    out = compile_query(FLIP_TOPN.format(src=f"({view})"), schemas=ORDER_SCHEMAS, watermark_delay="1 minute").spark_sql
+    assert "b.slr_buyer_cnt, b.__w, b.__k FROM" in out and "GROUP BY __w, __k)) WHERE rownum <= 3" in out
+
+
+def test_window_topn_over_cte_of_window_aggregate_is_inlined():
+    """A CTE used only as a Top-N's FROM becomes that subquery; a CTE used elsewhere stays."""
+    cte = compile_query(f"WITH agg AS ({BID_AGG}) " + FLIP145_TOPN.replace(f"({BID_AGG})", "agg"),
+                        schemas=SUPPLIERS, watermark_delay="1 minute")
+    sub = compile_query(FLIP145_TOPN.replace(f"({BID_AGG})", f"({BID_AGG}) AS agg"), schemas=SUPPLIERS,
+                        watermark_delay="1 minute")
+    assert cte.spark_sql == sub.spark_sql and "WITH" not in cte.spark_sql
+    kept = compile_query(f"WITH agg AS ({BID_AGG}) SELECT supplier_id FROM agg", schemas=SUPPLIERS,
+                         watermark_delay="1 minute")
+    assert kept.spark_sql.startswith("WITH agg AS (")

@@ -35,13 +35,19 @@ session aggregate that collects each session's rows and unnests them (INLINE).
 A window join (two TVFs of the same kind and sizes, joined on both window bounds; joins.py)
 gives each side its window struct ``__w`` and joins on ``L.__w = R.__w`` instead of the bounds,
 so Spark's stream-stream join keeps each side's rows until the watermark passes ``__w.end``.
+The sides may instead both be window aggregates of such TVFs: each also projects ``__w`` (and
+``__k``) and the join is on it; Spark chains aggregates and join in append mode, and a
+window's rows of both sides reach the join in the micro-batch that closes it.
 
 A window Top-N (topn.py: ROW_NUMBER, RANK or DENSE_RANK over the rows of a TVF, filtered by
 the rank) becomes a window aggregate too: it groups the rows by ``__w`` (and the PARTITION BY
 keys), collects and sorts them, and unnests the top ones. Over a window aggregate, that
 aggregate also projects ``__w`` and the Top-N groups its rows by it: Spark chains the two
 stateful operators in append mode, the second emitting a window in the micro-batch in which
-the first closes it.
+the first closes it. Over an INNER / LEFT / RIGHT window join of window aggregates (in a
+subquery, or a CTE used only there, inlined), the join projects its left (RIGHT: right) side's
+``__w`` [, ``__k``] and the Top-N groups by them: aggregate -> join -> aggregate, FLIP-145's
+cumulative example.
 
 Contract for other modules (sql/oracle.py): every windowed derived table projects Spark's
 window struct as ``__w`` (``rewrite.WINDOW_STRUCT``), whose ``end`` is what Spark's state

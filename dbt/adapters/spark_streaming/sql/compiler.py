@@ -19,7 +19,7 @@ from .joins import window_joins
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
 from .retract import rewrite_retractions
 from .state import BATCH_INPUT, MERGED_INPUT, PARTIALS_INPUT, check_joins, split_aggregate, unbounded_aggregate
-from .topn import window_topns
+from .topn import inline_ranked_ctes, window_topns
 from .upsert import RANK_INPUT, UPDATE, UpsertSpec, analyse_upsert, dedups, rewrite_dedup, rewrite_rank
 
 STREAMING_VIEW = "streaming_view"
@@ -183,8 +183,9 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
             "Spark structured streaming cannot evaluate OVER clauses on streams; only a window "
             "Top-N is (ROW_NUMBER(), RANK() or DENSE_RANK() OVER (PARTITION BY window_start, "
             "window_end [, keys] ORDER BY ...) AS rownum in a subquery filtered by rownum <= N, over "
-            "the rows of a TUMBLE, HOP or CUMULATE TVF or over a window aggregate of one in a "
-            "subquery of its FROM)",
+            "the rows of a TUMBLE, HOP or CUMULATE TVF, over a window aggregate of one, or over an "
+            "INNER, LEFT or RIGHT window join of two window aggregates partitioned by the window of "
+            "its left (RIGHT: right) side, in a subquery of its FROM or a CTE used only there)",
             "Use a window TVF aggregate (TABLE(TUMBLE(...)) grouped by window_start, "
             "window_end), a window Top-N, or compute it in a batch model.", position_of(node, sql))
 
@@ -236,6 +237,7 @@ def compile_query(
     ttl_us = _parse_duration_config("state_ttl", state_ttl, "SSV152")
     tree = _parse(sql)
     rewrite_retractions(tree, changelogs, materialization, sql)
+    inline_ranked_ctes(tree)
     topns = window_topns(tree, sql)
     found = dedups(tree, topns) if materialization == UPSERT_TABLE else []
     _check_unsupported(tree, sql, {id(t.window) for t in topns} | {id(d.window) for d in found})

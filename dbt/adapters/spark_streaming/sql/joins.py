@@ -95,7 +95,7 @@ def _wrapper_tvf(sub: exp.Subquery) -> Optional[Tuple[WindowTVF, exp.Select, boo
     return tvf, select, aggregate
 
 
-def _side(node: exp.Expr) -> Optional[JoinSide]:
+def window_side(node: exp.Expr) -> Optional[JoinSide]:
     if isinstance(node, WindowTVF):
         return JoinSide(node, node, tvf_alias(node), None)
     if isinstance(node, exp.Subquery) and node.alias:
@@ -105,7 +105,7 @@ def _side(node: exp.Expr) -> Optional[JoinSide]:
     return None
 
 
-def _bound(col: exp.Expr, side: JoinSide) -> Optional[str]:
+def side_bound(col: exp.Expr, side: JoinSide) -> Optional[str]:
     """'window_start' / 'window_end' if ``col`` is ``<side alias>.<that window bound of the side>``."""
     if not isinstance(col, exp.Column) or col.table.lower() != side.alias.lower():
         return None
@@ -137,7 +137,7 @@ def _bound_equality(cond: exp.Expr, sides: Tuple[JoinSide, JoinSide]) -> Optiona
     if not isinstance(cond, exp.EQ):
         return None
     for a, b in ((cond.this, cond.expression), (cond.expression, cond.this)):
-        left, right = _bound(a, sides[0]), _bound(b, sides[1])
+        left, right = side_bound(a, sides[0]), side_bound(b, sides[1])
         if left is not None and left == right:
             return left
     return None
@@ -195,7 +195,7 @@ def _window_join(scope: exp.Select, specs: Mapping[int, WindowSpec], sql: str) -
     if not joins or frm is None:
         return None
     nodes = [frm.this] + [j.this for j in joins]
-    sides = [_side(n) for n in nodes]
+    sides = [window_side(n) for n in nodes]
     if sum(s is not None for s in sides) < 2:  # e.g. a TVF joined with a dimension table
         return None
     if len(nodes) > 2:

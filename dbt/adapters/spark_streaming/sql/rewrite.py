@@ -417,6 +417,8 @@ def rewrite_tvfs(
         alias = exp.TableAlias(this=exp.to_identifier(tvf_alias(tvf)))
         scope = window_aggregates.get(id(tvf))
         topn = (topns or {}).get(id(tvf))
+        if topn is not None and topn.join_side is not None:
+            topn = None  # a Top-N over the window join of this aggregate: below
         if id(tvf) in join_sides:
             side = _join_side_table(inner, list(schemas[spec.source]), spec)
             tvf.replace(exp.Subquery(this=side, alias=alias))
@@ -436,3 +438,16 @@ def rewrite_tvfs(
             source = scope.parent
             scope.set("expressions", [*scope.expressions, *_group_keys(spec)])
             topn.scope.replace(_topn_query(topn, scope, source.args.get("alias"), list(topn.columns), spec))
+    for topn in (topns or {}).values():
+        if topn.join_side is None:
+            continue
+        # A Top-N over a window join of window aggregates: the join passes on the window of its
+        # left side (RIGHT join: right side), and the Top-N groups its rows by it. Spark chains
+        # aggregate -> join -> aggregate in append mode; a window's rows all reach the Top-N in
+        # the micro-batch in which the aggregates close it.
+        spec = by_tvf[id(topn.tvf)]
+        join_scope = topn.aggregate
+        source = join_scope.parent
+        join_scope.set("expressions", [*join_scope.expressions, *[
+            exp.column(k, table=exp.to_identifier(topn.join_side)) for k in _join_keys(spec)]])
+        topn.scope.replace(_topn_query(topn, join_scope, source.args.get("alias"), list(topn.columns), spec))

@@ -11,6 +11,7 @@ from sqlglot import exp
 from .analysis import own_nodes, position_of, window_key
 from .dialect import WindowTVF
 from .errors import SqlError
+from .joins import JOIN_TYPES, side_bound, window_side
 
 RANKINGS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 
@@ -46,6 +47,8 @@ class WindowTopN:
     function: str = "row_number"
     aggregate: Optional[exp.Select] = None
     columns: Tuple[str, ...] = ()
+    join_side: Optional[str] = None  # over a window join (``aggregate`` is its SELECT): the alias of
+    # the side whose window the Top-N groups by (the left one, or the right one of a RIGHT join)
 
 
 def _int_literal(node: exp.Expr) -> Optional[int]:
@@ -121,6 +124,53 @@ def _aggregate_columns(aggregate: exp.Select, tvf: WindowTVF) -> Tuple[Tuple[str
     return tuple(names), bounds, unnamed
 
 
+def _join_of_aggregates(select: exp.Select) -> Optional[Tuple[WindowTVF, str, Dict[str, str]]]:
+    """(the TVF, alias of the side, {lower-case output name: window bound}) of the side whose
+    window a Top-N over the window join ``select`` groups by: a join of two window aggregates
+    (joins.py), INNER or LEFT (the left side) or RIGHT (the right side); None otherwise."""
+    joins = select.args.get("joins") or []
+    frm = select.args.get("from_")
+    if len(joins) != 1 or frm is None:
+        return None
+    sides = (window_side(frm.this), window_side(joins[0].this))
+    if any(s is None or not s.aggregate for s in sides):
+        return None
+    kind = JOIN_TYPES.get((joins[0].side.upper(), joins[0].kind.upper()))
+    if kind not in ("INNER", "LEFT", "RIGHT"):
+        return None
+    side = sides[1] if kind == "RIGHT" else sides[0]
+    bounds: Dict[str, str] = {}
+    for proj in select.expressions:
+        target = proj.this if isinstance(proj, exp.Alias) else proj
+        star = isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)
+                                                and target.table.lower() in ("", side.alias.lower()))
+        if star:  # not a Top-N input (SSV109), but tell that from a window join of other bounds
+            for inner in side.wrapper.expressions if side.wrapper is not None else []:
+                bound = side_bound(exp.column(inner.alias_or_name, table=side.alias), side)
+                if bound is not None:
+                    bounds[inner.alias_or_name.lower()] = bound
+            continue
+        bound = side_bound(target, side) if isinstance(target, exp.Column) else None
+        if bound is not None and proj.alias_or_name:
+            bounds[proj.alias_or_name.lower()] = bound
+    return side.tvf, side.alias, bounds
+
+
+def _join_columns(select: exp.Select) -> Tuple[Tuple[str, ...], Optional[exp.Expr]]:
+    """Output column names of a window join below a Top-N, and its first column without a name
+    (a star or an unaliased expression), if any."""
+    names: List[str] = []
+    unnamed: Optional[exp.Expr] = None
+    for proj in select.expressions:
+        target = proj.this if isinstance(proj, exp.Alias) else proj
+        if not isinstance(proj, (exp.Alias, exp.Column)) or isinstance(target, exp.Star) \
+                or isinstance(target.this, exp.Star) or not proj.alias_or_name:
+            unnamed = unnamed or proj
+            continue
+        names.append(proj.alias_or_name)
+    return tuple(names), unnamed
+
+
 def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
     """The WindowTopN that ``window`` (an OVER clause) is part of, or None if not that shape."""
     alias = window.parent
@@ -137,11 +187,15 @@ def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
     aggregate: Optional[exp.Select] = None
     columns: Tuple[str, ...] = ()
     unnamed: Optional[exp.Expr] = None
+    joined = None
     if isinstance(source, WindowTVF):
         tvf = source
     elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) \
             and (grouped := _grouped_tvf(source.this)) is not None:
         aggregate, tvf = source.this, grouped
+    elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) \
+            and (joined := _join_of_aggregates(source.this)) is not None:
+        aggregate, tvf = source.this, joined[0]
     else:
         return None
     if tvf.function == "SESSION":
@@ -161,7 +215,10 @@ def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
         def bound(node: exp.Expr) -> Optional[str]:
             return window_key(node, tvf)
     else:
-        columns, bounds, unnamed = _aggregate_columns(aggregate, tvf)
+        if joined is not None:
+            (columns, unnamed), bounds = _join_columns(aggregate), joined[2]
+        else:
+            columns, bounds, unnamed = _aggregate_columns(aggregate, tvf)
         qualifier = source.alias.lower()
 
         def bound(node: exp.Expr) -> Optional[str]:
@@ -189,13 +246,40 @@ def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
     limit = rownum_limit(outer.args.get("where"), alias.alias)
     if limit is None:
         return None
+    what = "window join" if joined is not None else "window aggregate"
     if aggregate is not None and unnamed is not None:
         raise SqlError(
-            "SSV109", "a column of the window aggregate below a window Top-N has no name",
-            f"the Top-N keeps the aggregate's rows whole and refers to their columns by name; got "
-            f"{unnamed.sql(dialect='spark')}", "Give every selected expression of the window aggregate "
-            "an alias (e.g. SUM(price) AS price).", position_of(unnamed, sql))
-    return WindowTopN(scope, tvf, window, keys, order, limit, alias.alias, function, aggregate, columns)
+            "SSV109", f"a column of the {what} below a window Top-N has no name",
+            f"the Top-N keeps the {what}'s rows whole and refers to their columns by name; got "
+            f"{unnamed.sql(dialect='spark')}", f"Name every selected column of the {what} (e.g. "
+            + ("a.sales, b.buyers rather than a.*)." if joined else "SUM(price) AS price)."), position_of(unnamed, sql))
+    return WindowTopN(scope, tvf, window, keys, order, limit, alias.alias, function, aggregate, columns,
+                      joined[1] if joined is not None else None)
+
+
+def inline_ranked_ctes(tree: exp.Expr) -> None:
+    """In place: a CTE that is the FROM of a ranking function's SELECT (``WITH v AS (...) SELECT
+    * FROM (SELECT *, ROW_NUMBER() OVER (...) AS rownum FROM v) WHERE ...``, FLIP-145's view
+    and Top-N as one model) and is referred to only there becomes a subquery in that FROM, so
+    the Top-N is found over it like over a subquery. Other CTEs are left as written."""
+    withs = [w for w in tree.find_all(exp.With)]
+    for with_ in withs:
+        for cte in list(with_.expressions):
+            name = cte.alias_or_name.lower()
+            refs = [t for t in tree.find_all(exp.Table)
+                    if isinstance(t.this, exp.Identifier) and not t.db and t.name.lower() == name]
+            if len(refs) != 1 or not isinstance(refs[0].parent, exp.From):
+                continue
+            scope = refs[0].parent.parent
+            if not isinstance(scope, exp.Select) or not any(
+                    isinstance(p, exp.Alias) and isinstance(p.this, exp.Window) and type(p.this.this) in RANKINGS
+                    for p in scope.expressions):
+                continue
+            alias = refs[0].alias or cte.alias_or_name
+            refs[0].replace(exp.Subquery(this=cte.this.copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+            cte.pop()
+        if not with_.expressions:
+            with_.pop()
 
 
 def window_topns(tree: exp.Expr, sql: str = "") -> List[WindowTopN]:
