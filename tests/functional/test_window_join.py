@@ -7,7 +7,10 @@ join (sql/oracle.py) with hand-computed rows. The second class joins seeded rand
 out of order within the watermark delay, appended over several `dbt run`s: after every run
 each table equals the same query run by Spark in batch over all rows so far, restricted to
 the rows the stream has emitted (matched pairs at once; unmatched rows of an outer join when
-their window closes), and snapshot_equivalence passes."""
+their window closes), and snapshot_equivalence passes. The last classes join window aggregates
+(FLIP-145's cumulative example): hand-made rows, random out-of-order orders over three runs
+against the batch query on closed windows, with the window Top-N over the join as a CTE or a
+subquery, and the example itself verbatim (CUMULATE 10 minutes / 1 hour, Top-3)."""
 import random
 from datetime import datetime, timedelta, timezone
 
@@ -407,3 +410,66 @@ class TestRandomWindowAggregatesJoins:
         assert all(0 < a[0] < b[0] < c[0] < c[1] for a, b, c in sizes.values()), sizes
         for name in ("left_cumulate_aggs", "full_hop_aggs"):
             assert any(r[-1] is None for r in rows(table_path(project, name))), name
+
+
+# --- FLIP-145's cumulative example verbatim (sizes as in the task: 10-minute steps of a 1-hour
+# window), over orders whose items each belong to one seller (so item_id breaks sales ties).
+
+FLIP145_EXAMPLE = f"""
+WITH trd_itm_ord_mm AS (
+  SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt, b.slr_buyer_cnt
+  FROM (SELECT item_id, seller_id, window_start, window_end, SUM(price) AS sales, COUNT(DISTINCT user_id) AS item_buyer_cnt
+        FROM TABLE(CUMULATE(TABLE {ORDERS}, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
+        GROUP BY item_id, seller_id, window_start, window_end) a
+  LEFT JOIN (SELECT seller_id, window_start, window_end, COUNT(DISTINCT user_id) AS slr_buyer_cnt
+        FROM TABLE(CUMULATE(TABLE {ORDERS}, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
+        GROUP BY seller_id, window_start, window_end) b
+  ON a.seller_id = b.seller_id AND a.window_start = b.window_start AND a.window_end = b.window_end
+)
+SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY sales DESC, item_id) AS rownum
+               FROM trd_itm_ord_mm) WHERE rownum <= 3
+"""
+SELLERS = {"i0": "s1", "i1": "s1", "i2": "s2", "i3": "s2", "i4": "s3", "i5": None}
+
+
+def hourly_orders(seed: int, versions: int = 3, per_version: int = 60) -> list[list[tuple]]:
+    """Orders over the next ~70 minutes per version, shuffled, reaching back to just after the
+    previous versions' max time - 2 minutes (out of order, never late)."""
+    rng = random.Random(seed)
+    out, high = [], EPOCH
+    for i in range(versions):
+        low = high - DELAY + timedelta(seconds=1) if i else EPOCH
+        span = int((EPOCH + timedelta(minutes=70 * (i + 1)) - low).total_seconds())
+        events = []
+        for _ in range(per_version):
+            item = f"i{rng.randrange(6)}"
+            events.append((low + timedelta(seconds=rng.randrange(span)), item, SELLERS[item], rng.randrange(1, 100),
+                           f"u{rng.randrange(8)}"))
+        high = max(high, *(e[0] for e in events))
+        out.append(events)
+    return out
+
+
+class TestFlip145CumulativeExample:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"sources.yml": ORDER_SOURCES, "tests.yml": models_yml(["item_top3_cumulate_10min"]),
+                "item_top3_cumulate_10min.sql": JOIN_CONFIG + FLIP145_EXAMPLE}
+
+    def test_stream_equals_batch_on_closed_windows(self, project):
+        orders, path = table_path(project, "orders"), table_path(project, "item_top3_cumulate_10min")
+        emitted = []
+        for events in hourly_orders(5):
+            append_orders(orders, events)
+            results = run_dbt(["run"])
+            assert results[0].adapter_response["late_rows"] == 0
+            watermark = datetime.fromtimestamp(commits(path)[-1]["watermark_ms"] / 1000, timezone.utc)
+            everything = order_batch_rows(project, FLIP145_EXAMPLE, "2 minutes")
+            # All six cumulative windows of an hour are emitted together, when the hour closes.
+            expected = [r for r in everything if r[2] + timedelta(hours=1) <= watermark]
+            assert rows(path) == by_str(expected)
+            assert len(run_dbt(["test"])) == 1
+            emitted.append(len(expected))
+        # Each run closed one more hour (6 cumulative windows x 3 rows); the last one is open.
+        assert emitted == [18, 36, 54], emitted
+        assert {r[-1] for r in rows(path)} == {1, 2, 3}
