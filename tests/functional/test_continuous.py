@@ -11,8 +11,8 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from dbt.adapters.spark_streaming.runtime import runner
 
+from . import test_lifecycle as lifecycle
 from .helpers import append_bids, commits, rows, table_path, ts
-from .test_streaming_view import BIDS_CSV
 
 MODEL = """
 {{ config(materialized='streaming_view', watermark_delay='1 minute', trigger={'processing_time': '2 seconds'}) }}
@@ -39,18 +39,10 @@ def wait_for(check, timeout: float = 90.0):
     raise AssertionError(f"timed out after {timeout}s waiting for {check.__doc__ or check}")
 
 
-class Base:
-    @pytest.fixture(scope="class")
-    def seeds(self):
-        return {"bids.csv": BIDS_CSV}
-
+class Base(lifecycle.Base):
     @pytest.fixture(scope="class")
     def models(self):
         return {"per_10min.sql": MODEL, "tests.yml": TESTS}
-
-    @pytest.fixture(scope="class")
-    def project_config_update(self):
-        return {"seeds": {"+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}}}
 
     @pytest.fixture(scope="class", autouse=True)
     def stop_runners_after(self, project):
