@@ -28,7 +28,7 @@ def window(start: str, end: str, *values) -> tuple:
     return (ts(f"2020-04-15 {start}"), ts(f"2020-04-15 {end}"), *values)
 
 
-def wait_for(check, timeout: float = 90.0):
+def wait_for(check, timeout: float = 300.0):
     """Poll `check()` until it returns a true value (which is returned)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -80,7 +80,7 @@ class TestContinuous(Base):
         latency = time.time() - appended
         assert rows(path) == [window("08:00", "08:10", 11.0), window("08:10", "08:20", 10.0),
                               window("08:20", "08:30", 7.0)]
-        assert latency < 60, latency
+        assert latency < 120, latency  # 2 s trigger + one batch; generous for a loaded CI machine
 
         _, out = run_dbt_and_capture(["run-operation", "stream_status"])
         line = next(ln for ln in out.splitlines() if f"{project.test_schema}.per_10min" in ln)
