@@ -5,6 +5,8 @@ What it measures, for each history size H (events already maintained):
               H/100 new events were appended as one Delta version (in process, dbtRunner),
               with its state kept as partials in Delta (`state_ttl`) and, for comparison, in
               Spark's state store (`constant_domain`);
+  * continuous: the same model running continuously (a runner process, 1-second trigger):
+              the time from the append to its commit in the model's table;
   * full:     `dbt run` of a `table` model with the same SQL, which recomputes the query over
               the whole snapshot and writes it to Delta: what a scheduled batch model does.
 Both in the same process and SparkSession; each repeat appends another 1% and alternates the
@@ -41,6 +43,8 @@ FILES = {
     "models/sources.yml": "version: 2\nsources:\n  - name: bench\n    schema: bench\n    tables: [{name: clicks}]\n",
     "models/clicks_per_user.sql": "{{ config(materialized='upsert_table', state_ttl='30 days') }}\n" + SQL,
     "models/clicks_per_user_spark.sql": "{{ config(materialized='upsert_table', constant_domain=['user_id']) }}\n" + SQL,
+    "models/clicks_per_user_cont.sql": ("{{ config(materialized='upsert_table', constant_domain=['user_id'], "
+                                        "trigger={'processing_time': '1 second'}) }}\n" + SQL),
     "models/clicks_per_user_batch.sql": "{{ config(materialized='table') }}\n" + SQL,
 }
 
@@ -74,28 +78,49 @@ def same_rows(model: str) -> int:
     return len(a)
 
 
+def committed_after(model: str, version: int, timeout: float = 300.0) -> float:
+    """Wait until `model`'s table has a commit after `version`; returns when it appeared."""
+    path = os.path.join(WAREHOUSE, "bench", model)
+    deadline = time.perf_counter() + timeout
+    while DeltaTable(path).version() <= version:
+        if time.perf_counter() > deadline:
+            sys.exit(f"FAIL: {model} committed nothing within {timeout} s")
+        time.sleep(0.02)
+    return time.perf_counter()
+
+
 def bench(history: int, users: int, repeat: int) -> dict:
     bt.setup_project(FILES, WORK, PROJECT)
     rng = np.random.default_rng(7)
     step = 10_000_000
     for i, chunk in enumerate(np.array_split(np.arange(history), max(history // step, 1))):
         write_deltalake(CLICKS, events(len(chunk), users, i * 3600, rng), mode="append")
-    initial = {m: dbt("run", "-s", m) for m in ("clicks_per_user", "clicks_per_user_spark")}
-    times: dict[str, list[float]] = {"refresh": [], "spark": [], "full": []}
+    initial = {m: dbt("run", "-s", m) for m in ("clicks_per_user", "clicks_per_user_spark", "clicks_per_user_cont")}
+    times: dict[str, list[float]] = {"refresh": [], "spark": [], "full": [], "continuous": []}
+    cont = os.path.join(WAREHOUSE, "bench", "clicks_per_user_cont")
     for i in range(repeat + 1):  # the first round warms up
+        version = DeltaTable(cont).version()
+        t0 = time.perf_counter()
         write_deltalake(CLICKS, events(history // 100, users, (100 + i) * 3600, rng), mode="append")
+        took = committed_after("clicks_per_user_cont", version) - t0
+        if i:
+            times["continuous"].append(took)
         order = [("refresh", "clicks_per_user"), ("spark", "clicks_per_user_spark"), ("full", "clicks_per_user_batch")]
         for name, model in (order if i % 2 == 0 else order[::-1]):
             took = dbt("run", "-s", model)
             if i:
                 times[name].append(took)
+    dbt("run-operation", "stream_stop")
     rows = same_rows("clicks_per_user")
     same_rows("clicks_per_user_spark")
+    same_rows("clicks_per_user_cont")
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"H={history:,} events, {rows:,} users (initial builds: partials {initial['clicks_per_user']:.1f} s, "
           f"Spark state {initial['clicks_per_user_spark']:.1f} s), +1% per refresh, medians of {repeat}:")
     print(f"  upsert_table refresh, partials in Delta:  {med['refresh']:.2f} s  ratio {med['refresh'] / med['full']:.1%}")
     print(f"  upsert_table refresh, Spark state store:  {med['spark']:.2f} s  ratio {med['spark'] / med['full']:.1%}")
+    print(f"  continuous model, append to commit:       {med['continuous']:.2f} s  "
+          f"ratio {med['continuous'] / med['full']:.1%}")
     print(f"  full batch recompute:                     {med['full']:.2f} s")
     return med
 

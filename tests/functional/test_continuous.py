@@ -11,8 +11,8 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from dbt.adapters.spark_streaming.runtime import runner
 
+from . import test_lifecycle as lifecycle
 from .helpers import append_bids, commits, rows, table_path, ts
-from .test_streaming_view import BIDS_CSV
 
 MODEL = """
 {{ config(materialized='streaming_view', watermark_delay='1 minute', trigger={'processing_time': '2 seconds'}) }}
@@ -28,7 +28,7 @@ def window(start: str, end: str, *values) -> tuple:
     return (ts(f"2020-04-15 {start}"), ts(f"2020-04-15 {end}"), *values)
 
 
-def wait_for(check, timeout: float = 90.0):
+def wait_for(check, timeout: float = 300.0):
     """Poll `check()` until it returns a true value (which is returned)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -39,18 +39,10 @@ def wait_for(check, timeout: float = 90.0):
     raise AssertionError(f"timed out after {timeout}s waiting for {check.__doc__ or check}")
 
 
-class Base:
-    @pytest.fixture(scope="class")
-    def seeds(self):
-        return {"bids.csv": BIDS_CSV}
-
+class Base(lifecycle.Base):
     @pytest.fixture(scope="class")
     def models(self):
         return {"per_10min.sql": MODEL, "tests.yml": TESTS}
-
-    @pytest.fixture(scope="class")
-    def project_config_update(self):
-        return {"seeds": {"+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}}}
 
     @pytest.fixture(scope="class", autouse=True)
     def stop_runners_after(self, project):
@@ -88,7 +80,7 @@ class TestContinuous(Base):
         latency = time.time() - appended
         assert rows(path) == [window("08:00", "08:10", 11.0), window("08:10", "08:20", 10.0),
                               window("08:20", "08:30", 7.0)]
-        assert latency < 60, latency
+        assert latency < 120, latency  # 2 s trigger + one batch; generous for a loaded CI machine
 
         _, out = run_dbt_and_capture(["run-operation", "stream_status"])
         line = next(ln for ln in out.splitlines() if f"{project.test_schema}.per_10min" in ln)

@@ -25,8 +25,11 @@ def norm(sql: str) -> str:
     return sqlglot.parse_one(sql, read=SparkStreaming).sql(dialect=SparkStreaming)
 
 
-def compile_(sql, delay="1 minute", materialization="streaming_view", dimensions=("analytics.items",), **kw):
-    """Compile with analytics.items joined as a table (config `dimensions`), as in enrichment models."""
+def compile_(sql, delay="1 minute", materialization="streaming_view", dimensions=None, **kw):
+    """Compile with analytics.items, where read, joined as a table (config `dimensions`), as in
+    enrichment models."""
+    if dimensions is None:
+        dimensions = ["analytics.items"] if "analytics.items" in sql.lower() else []
     return compile_query(sql, schemas=SCHEMAS, watermark_delay=delay,
                          materialization=materialization, dimensions=dimensions, **kw)
 

@@ -198,6 +198,9 @@ def test_join_of_two_streams_without_window_is_refused():
             upsert(sql, **config)
         assert info.value.code == "SSV150" and "dimensions" in str(info.value)
     assert upsert(sql, unique_key=["user"], dimensions=["a.clicks"]).output_mode == "append"
+    with pytest.raises(SqlError) as info:  # a misspelled dimension is named, not taken for a stream
+        upsert(sql, unique_key=["user"], dimensions=["clics"])
+    assert info.value.code == "SSC201" and "clics" in str(info.value) and "a.clicks" in str(info.value)
 
 
 def test_state_ttl_keeps_partials_in_delta():

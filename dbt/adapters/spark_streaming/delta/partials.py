@@ -37,9 +37,12 @@ class PartialsCommitter:
         if not DeltaTable.is_deltatable(self.path):
             DeltaTable.create(self.path, schema=merged.schema, mode="error")
         dt = DeltaTable(self.path)
+        before = dt.version()
+        props = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
         on = " AND ".join(f"(t.{_quote(k)} IS NOT DISTINCT FROM s.{_quote(k)})" for k in self.keys)
-        (dt.merge(merged, on, source_alias="s", target_alias="t", commit_properties=CommitProperties(
-            app_transactions=[Transaction(self.app_id, batch_id)]))
+        (dt.merge(merged, on, source_alias="s", target_alias="t", commit_properties=props)
          .when_matched_update_all().when_not_matched_insert_all()
          .when_not_matched_by_source_delete(predicate=f"t.{_quote(UPDATED)} < {int(cutoff_ms)}")
          .execute())
+        if DeltaTable(self.path).version() == before:  # a MERGE that changes nothing commits nothing
+            dt.create_write_transaction([], mode="append", schema=dt.schema(), commit_properties=props)

@@ -27,7 +27,7 @@ def _evaluate(plan, batch_df, stored, name: str, batch_ts_ms: int):
 
     spark, views, keys = batch_df.sparkSession, _views(name), list(plan.upsert.partials.keys)
     batch_df.createOrReplaceTempView(views["batch"])
-    partial = spark.sql(plan.partials_sql_for("partial", views["batch"]))
+    partial = spark.sql(plan.partials_sql_for("partial", views["batch"])).localCheckpoint()  # read the batch once
     expired = None
     if stored is not None:
         touched = partial.select(*keys)

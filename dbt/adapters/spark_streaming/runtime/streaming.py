@@ -355,15 +355,10 @@ def _log_line(model: StreamingModel, r: StreamingAdapterResponse, paths: dict[st
 
 
 def _dimensions(model: StreamingModel, plan) -> set[str]:
-    """The sources named in config `dimensions` (by model name or schema.identifier): joined as
-    tables, not streams (a stream-to-table enrichment join)."""
-    wanted = [str(d).lower() for d in model.config.get("dimensions") or []]
-    found = {s for s in plan.sources for w in wanted if w in (s, s.rpartition(".")[2])}
-    unknown = [w for w in wanted if not any(w in (s, s.rpartition(".")[2]) for s in plan.sources)]
-    if unknown:
-        raise config_error("dimensions", unknown, "names of relations the model's SQL reads: "
-                           + ", ".join(plan.sources))
-    return found
+    """The sources named in config `dimensions` (by model name or schema.identifier; sql/state.py
+    checked that each names one): joined as tables, not streams (a stream-to-table enrichment join)."""
+    wanted = upsert.names_config(model.config, "dimensions")
+    return {s for s in plan.sources for w in wanted if w in (s, s.rpartition(".")[2])}
 
 
 def _query_change(target: str, fingerprint: str, sql: str) -> str:

@@ -86,7 +86,15 @@ def _stream_inputs(tree: exp.Expr, dimensions: Sequence[str]) -> List[exp.Table]
 
 
 def check_joins(tree: exp.Expr, sql: str, window_join_scopes: Set[int], dimensions: Sequence[str]) -> None:
-    """SSV150 on a join of two streams that is not a window join (unbounded join state)."""
+    """SSV150 on a join of two streams that is not a window join (unbounded join state);
+    SSC201 if config ``dimensions`` names a relation the query does not read."""
+    read = [table_key(t) for t in _stream_inputs(tree, ())]
+    unknown = [d for d in dimensions if not any(d.lower() in (k, k.rpartition(".")[2]) for k in read)]
+    if unknown:
+        raise SqlError("SSC201", "invalid config `dimensions`",
+                       f"Got: {unknown!r} / Expected: names of relations the model's SQL reads: "
+                       + ", ".join(dict.fromkeys(read)),
+                       "Set `dimensions` in the model's config() to the model or source names it joins as tables.")
     if len(_stream_inputs(tree, dimensions)) < 2:
         return
     for join in tree.find_all(exp.Join):
