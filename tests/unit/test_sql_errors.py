@@ -3,6 +3,7 @@
 import pytest
 
 from dbt.adapters.spark_streaming.sql import SqlError, compile_query, parse_watermark_delay
+from test_sql_rewrite import FLIP_TOPN, FLIP_VIEW, ORDER_SCHEMAS  # FLIP-145's cumulative example
 
 SCHEMAS = {
     "analytics.bids": {"bidtime": "timestamp", "price": "double", "item": "string",
@@ -392,21 +393,6 @@ def test_window_join_needs_watermark_delay():
         compile_query(f"SELECT L.num FROM {LT5} L JOIN {RT5} R ON {BOUNDS}", schemas=JOIN_SCHEMAS,
                       watermark_delay=None)
     assert info.value.code == "SSV105"
-
-
-FLIP_VIEW = """
-SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt, b.slr_buyer_cnt
-FROM (SELECT item_id, seller_id, window_start, window_end, SUM(price) AS sales, COUNT(DISTINCT user_id) AS item_buyer_cnt
-      FROM TABLE(CUMULATE(TABLE analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
-      GROUP BY item_id, seller_id, window_start, window_end) a
-LEFT JOIN (SELECT seller_id, window_start, window_end, COUNT(DISTINCT user_id) AS slr_buyer_cnt
-      FROM TABLE(CUMULATE(TABLE analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
-      GROUP BY seller_id, window_start, window_end) b
-ON a.seller_id = b.seller_id AND a.window_start = b.window_start AND a.window_end = b.window_end"""
-FLIP_TOPN = ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY sales DESC, "
-             "item_id) AS rownum FROM {src}) WHERE rownum <= 3")
-ORDER_SCHEMAS = {"analytics.orders": {"pay_time": "timestamp", "item_id": "string", "seller_id": "string",
-                                      "price": "double", "user_id": "string"}}
 
 
 def test_window_topn_over_window_join_errors():

@@ -44,5 +44,5 @@ class PartialsCommitter:
          .when_matched_update_all().when_not_matched_insert_all()
          .when_not_matched_by_source_delete(predicate=f"t.{_quote(UPDATED)} < {int(cutoff_ms)}")
          .execute())
-        if DeltaTable(self.path).version() == before:  # a MERGE that changes nothing commits nothing
+        if dt.version() == before:  # a MERGE that changes nothing commits nothing
             dt.create_write_transaction([], mode="append", schema=dt.schema(), commit_properties=props)

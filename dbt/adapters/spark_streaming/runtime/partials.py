@@ -4,6 +4,7 @@ started afresh because their stored partials had expired."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from ..delta.partials import UPDATED, partials_path
@@ -68,10 +69,11 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
         table = table.cast(pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in table.schema]))
         stored = batch_df.sparkSession.createDataFrame(table)
     rows, merged = _evaluate(plan, batch_df, stored, name, batch_ts_ms)
+    partials = merged.toArrow()
     restarted = set()
-    if merged.where(RESTARTED).limit(1).count():
+    if pc.any(partials.column(RESTARTED)).as_py():
         merged.where(RESTARTED).createOrReplaceTempView(_views(name)["merged"])
         again = batch_df.sparkSession.sql(plan.partials_sql_for("final", _views(name)["merged"]))
         keys = again.select(*result_keys).toArrow()
         restarted = set(zip(*(keys.column(k).to_pylist() for k in result_keys)))
-    return rows.toArrow(), merged.drop(RESTARTED).toArrow(), restarted
+    return rows.toArrow(), partials.drop_columns([RESTARTED]), restarted

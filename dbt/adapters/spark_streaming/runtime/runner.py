@@ -103,6 +103,12 @@ def status(warehouse: str, name: str) -> Optional[dict]:
     return st
 
 
+def error_text(st: dict) -> Optional[str]:
+    """The last error of a runner status, as text (None if there was none)."""
+    error = st.get("error")
+    return (error.get("message") if isinstance(error, dict) else error) or None
+
+
 def names(warehouse: str) -> list[str]:
     """Models (schema.identifier) that have or had a runner."""
     root = os.path.join(warehouse, ".dbt_streaming", "runners")
@@ -111,7 +117,7 @@ def names(warehouse: str) -> list[str]:
 
 def log_tail(warehouse: str, name: str, lines: int = 5) -> str:
     try:
-        with open(os.path.join(_dir(warehouse, name), "runner.log")) as fh:
+        with open(os.path.join(warehouse, ".dbt_streaming", "runners", name, "runner.log")) as fh:
             return " | ".join(line.strip() for line in fh.read().splitlines()[-lines:] if line.strip())
     except OSError:
         return ""
@@ -189,14 +195,13 @@ def stream_status(catalog) -> list[dict]:
             if is_delta(src):
                 lag[source] = latest_version(src) - version
         st = status(catalog.warehouse, name) or {}
-        error = st.get("error")
         rows.append({
             "model": name, "state": st.get("state", "on dbt run"),
             "runner": f"pid {st['pid']} every {st['interval']}" if st.get("pid") else "-",
             "last_batch": meta.get("batch_id"), "last_commit": meta.get("table_version"),
             "input_rows_per_s": st.get("input_rows_per_s"), "watermark": meta.get("watermark"),
             "lag_versions": lag, "late_rows": st.get("late_rows"),
-            "last_error": (error.get("message") if isinstance(error, dict) else error) or None})
+            "last_error": error_text(st)})
     return rows
 
 

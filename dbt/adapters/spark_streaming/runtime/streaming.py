@@ -24,7 +24,7 @@ from ..delta.sink import BatchCommitter, create_table, last_metadata
 from ..delta.partials import PartialsCommitter
 from ..delta.upsert import UpsertCommitter, create_changelog
 from ..delta.source import FORMAT, added_files, latest_version
-from ..errors import StreamingError, config_error
+from ..errors import StreamingError
 from .catalog import Catalog, is_delta, registered_locations
 from . import lifecycle, partials as state, runner, upsert
 from .equivalence import late_rows, query_file, save_query
@@ -186,10 +186,9 @@ def run_streaming_model(spark, catalog: Catalog, model: StreamingModel, spark_se
         logger.info(f"{model.name}: stopping its runner ({pid}): {why}")
         runner.stop(catalog.warehouse, model.name)
     elif current and current["state"] in ("dead", "failed"):
-        reason = (current["error"].get("message") if isinstance(current["error"], dict) else current["error"]) \
-            if current["state"] == "failed" else (
-                f"process {current['pid']} ended without stopping its query (killed?); last heartbeat "
-                f"{current.get('heartbeat')}")
+        reason = runner.error_text(current) if current["state"] == "failed" else (
+            f"process {current['pid']} ended without stopping its query (killed?); last heartbeat "
+            f"{current.get('heartbeat')}")
         tail = runner.log_tail(catalog.warehouse, model.name, 3)
         logger.warning(f"{model.name}: its runner {current['state']}: {reason}"
                        + (f" (log: {tail})" if tail else "")

@@ -192,23 +192,22 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
 
 def parse_watermark_delay(value: Optional[str]) -> Optional[int]:
     """Parse the ``watermark_delay`` config ('1 minute', '30 seconds') to microseconds."""
-    return _parse_duration_config("watermark_delay", value, "SSV110")
+    return _parse_duration_config("watermark_delay", value, "SSV110", minimum_us=0, example="'0 seconds'")
 
 
-def _parse_duration_config(name: str, value: Optional[str], code: str) -> Optional[int]:
+def _parse_duration_config(name: str, value: Optional[str], code: str, minimum_us: int,
+                           example: str) -> Optional[int]:
     if value is None:
         return None
     try:
         us = parse_duration(str(value))
     except ValueError:
         us = -1
-    if us < 0 or (us == 0 and name == "state_ttl"):
+    if us < minimum_us:
         raise SqlError(
             code, f"invalid {name} {value!r}",
-            "it must be a " + ("positive" if name == "state_ttl" else "non-negative")
-            + " duration made of <number> <unit> parts",
-            f"Set {name} like '1 minute', '30 seconds', '2 hours'"
-            + (" or '0 seconds'." if name != "state_ttl" else " or '7 days'."))
+            f"it must be a {'positive' if minimum_us else 'non-negative'} duration made of <number> <unit> parts",
+            f"Set {name} like '1 minute', '30 seconds', '2 hours' or {example}.")
     return us
 
 
@@ -234,7 +233,7 @@ def compile_query(
     bound its state (sql/state.py). Raises SqlError (codes SSV1xx) on invalid input.
     """
     delay_us = parse_watermark_delay(watermark_delay)
-    ttl_us = _parse_duration_config("state_ttl", state_ttl, "SSV152")
+    ttl_us = _parse_duration_config("state_ttl", state_ttl, "SSV152", minimum_us=1, example="'7 days'")
     tree = _parse(sql)
     rewrite_retractions(tree, changelogs, materialization, sql)
     inline_ranked_ctes(tree)
