@@ -2,13 +2,16 @@
 
 Batch: the snapshot at the latest version or at option `versionAsOf`. With option
 `batchWatermarks` (the snapshot-equivalence oracle and the late-row listing), each row also
-carries, in column LATE_COLUMN, the watermark of the micro-batch that read it: see
-`files_by_batch`.
+carries, in the column the option names (sql/oracle.py LATE_COLUMN), the watermark of the
+micro-batch that read it: see `files_by_batch`.
 Streaming: offsets are Delta versions, ``{"table": label, "version": v}``. The first
 micro-batch reads the snapshot of the latest version; later ones read the files added
 by versions (start, end]. A version that removes data (overwrite, delete, MERGE) makes
 the input non-append-only and fails the stream with SSD401. Supports the available-now
 trigger natively (pyspark 4.3), so `dbt run` processes what is there and stops.
+
+This module is imported by every Python worker that reads a source, so it imports no dbt and
+no sqlglot (the package's __init__ defers its dbt imports).
 
 Catalog tables backed by a Python data source receive no options on read (Spark 4.3), so
 `bound_source()` makes one subclass per table with its path baked in; the catalog then
@@ -24,7 +27,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
-from ..sql.oracle import LATE_COLUMN
 from . import types
 
 FORMAT = "delta_rs"
@@ -79,9 +81,9 @@ def added_files(root: str, start_exclusive: int, end_inclusive: int) -> list[tup
     return out
 
 
-def files_by_batch(root: str, after: int, batches: list[list[int]]) -> list[tuple[str, dict]]:
+def files_by_batch(root: str, after: int, batches: list[list[int]], column: str) -> list[tuple[str, dict]]:
     """The files micro-batches read, each tagged with its batch's watermark (ms) under
-    LATE_COLUMN. `batches` is [[end version, watermark ms], ...] in batch order, as recorded in
+    `column`. `batches` is [[end version, watermark ms], ...] in batch order, as recorded in
     the model's commits; reading starts after version `after` (-1: the first batch read the
     snapshot of its end version, as DeltaStreamReader does). From the start, the files must
     be exactly the snapshot at the last end version (SSD402 otherwise)."""
@@ -92,7 +94,7 @@ def files_by_batch(root: str, after: int, batches: list[list[int]]) -> list[tupl
         if end <= start:
             continue
         files = snapshot_files(root, end) if start < 0 else added_files(root, start, end)
-        out += [(path, {**constants, LATE_COLUMN: watermark_ms}) for path, constants in files]
+        out += [(path, {**constants, column: watermark_ms}) for path, constants in files]
         start = end
     if after < 0 and start >= 0:
         read, snapshot = {f for f, _ in out}, {f for f, _ in snapshot_files(root, start)}
@@ -116,21 +118,22 @@ def _partitions(files: list[tuple[str, dict]]) -> list[FilesPartition]:
     return [FilesPartition(files[i::n]) for i in range(n)]
 
 
-def _read(files: list[tuple[str, dict]], schema) -> Iterator[pa.RecordBatch]:
+def _read(files: list[tuple[str, dict]], schema, late: str | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of `files` as `schema`; with `late`, that last column holds each file's batch
+    watermark (files_by_batch)."""
     import pyarrow.parquet as pq
 
     target = types.arrow_schema([(f.name, f.dataType.simpleString()) for f in schema.fields])
-    late = LATE_COLUMN in target.names
-    data = pa.schema([f for f in target if f.name != LATE_COLUMN])
+    data = pa.schema([f for f in target if f.name != late])
     for path, constants in files:
         pf = pq.ParquetFile(path)
         present = [n for n in data.names if n in pf.schema_arrow.names]
         for batch in pf.iter_batches(batch_size=65536, columns=present):
             batch = types.conform(batch, data, constants)
             if late:
-                watermark = pa.array([constants[LATE_COLUMN] * 1000] * batch.num_rows, pa.int64())
+                watermark = pa.array([constants[late] * 1000] * batch.num_rows, pa.int64())
                 batch = pa.RecordBatch.from_arrays(
-                    batch.columns + [watermark.cast(target.field(LATE_COLUMN).type)], schema=target)
+                    batch.columns + [watermark.cast(target.field(late).type)], schema=target)
             yield batch
 
 
@@ -141,13 +144,14 @@ class DeltaBatchReader(DataSourceReader):
 
     def partitions(self):
         if self.batch_watermarks is not None:
-            files = files_by_batch(self.path, self.batch_watermarks["after"], self.batch_watermarks["batches"])
+            files = files_by_batch(self.path, self.batch_watermarks["after"], self.batch_watermarks["batches"],
+                                   self.batch_watermarks["column"])
         else:
             files = snapshot_files(self.path, self.version)
         return _partitions(files) or [FilesPartition([])]
 
     def read(self, partition):
-        return _read(partition.files, self.schema)
+        return _read(partition.files, self.schema, self.batch_watermarks and self.batch_watermarks["column"])
 
 
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -212,13 +216,14 @@ class DeltaSource(DataSource):
         return int(v) if v is not None else None
 
     def _batch_watermarks(self) -> dict | None:
-        value = self.options.get("batchWatermarks")  # {"after": v, "batches": [[end, wm ms], ...]}
+        value = self.options.get("batchWatermarks")  # {"after": v, "batches": [[end, wm ms], ...], "column": c}
         return json.loads(value) if value else None
 
     def schema(self):
         columns = types.table_columns(self.path, self._version())
-        if self._batch_watermarks() is not None:
-            columns = columns + [(LATE_COLUMN, "timestamp")]
+        watermarks = self._batch_watermarks()
+        if watermarks is not None:
+            columns = columns + [(watermarks["column"], "timestamp")]
         return types.ddl(columns)
 
     def reader(self, schema):

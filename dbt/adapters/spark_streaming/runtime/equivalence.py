@@ -24,6 +24,7 @@ from typing import Any, Optional
 from ..delta.sink import commit_history
 from ..delta.source import FORMAT, latest_version
 from ..errors import StreamingError
+from ..sql.oracle import LATE_COLUMN
 from .catalog import Catalog
 
 SAMPLE_ROWS = 5
@@ -100,7 +101,8 @@ def bind_inputs(spark, catalog: Catalog, plan, batches: list[dict], after: dict,
         view = f"{prefix}_{i}"
         reader = spark.read.format(FORMAT)
         if schedule:  # else a dimension table (config `dimensions`), not read by the stream
-            reader = reader.option("batchWatermarks", json.dumps({"after": after.get(name, -1), "batches": schedule}))
+            reader = reader.option("batchWatermarks", json.dumps(
+                {"after": after.get(name, -1), "batches": schedule, "column": LATE_COLUMN}))
         reader.load(catalog.location(schema or "default", identifier)).createOrReplaceTempView(view)
         bindings[name] = view
     return bindings
