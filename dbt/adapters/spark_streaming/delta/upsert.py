@@ -62,6 +62,24 @@ def _key_tuples(table: pa.Table, keys: Sequence[str]) -> list[tuple]:
     return list(zip(*(table.column(k).to_pylist() for k in keys)))
 
 
+def rows_with_keys(dt: DeltaTable, keys: Sequence[str], of: pa.Table) -> pa.Table:
+    """The rows of `dt` whose key columns each hold a value of that column in `of` (a superset of
+    the rows with `of`'s keys when there are several key columns). Files whose statistics rule
+    the values out are not read, and no row of other keys reaches Python: a batch's work grows
+    with the keys it touches, not with the table."""
+    import pyarrow.dataset as ds
+
+    dataset, where = dt.to_pyarrow_dataset(), None
+    for k in keys:
+        # files MERGE wrote may hold strings as string_view: compare as the table's type
+        column, values = ds.field(k).cast(dataset.schema.field(k).type), pc.unique(of.column(k))
+        match = column.isin(values.drop_null().cast(dataset.schema.field(k).type))
+        if values.null_count:
+            match = match | column.is_null()
+        where = match if where is None else where & match
+    return dataset.to_table(filter=where)
+
+
 def _last_per_key(batch: pa.Table, keys: Sequence[str]) -> pa.Table:
     """The batch with one row per key, the last (an append-only query's rows may repeat a
     unique_key; update-mode batches hold each key once)."""
@@ -98,9 +116,9 @@ class UpsertCommitter:
         batch = _last_per_key(batch, self.keys)
         keep = pc.fill_null(batch.column(self.keep), False) if self.keep else _flags(True, batch.num_rows)
         new = batch.select(self.schema.names).cast(self.schema)
-        # the table's current rows (MERGE scans them all too); files MERGE wrote may hold
-        # strings as string_view, hence the cast
-        old = dt.to_pyarrow_table().cast(self.schema)
+        # the table's current rows of these keys; files MERGE wrote may hold strings as
+        # string_view, hence the cast
+        old = rows_with_keys(dt, self.keys, new).cast(self.schema)
         at = {key: i for i, key in enumerate(_key_tuples(old, self.keys))}
         matches = pa.array([at.get(key) for key in _key_tuples(new, self.keys)], pa.int64())
         found = pc.is_valid(matches)

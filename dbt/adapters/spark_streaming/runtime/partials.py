@@ -8,6 +8,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from ..delta.partials import UPDATED, partials_path
+from ..delta.upsert import rows_with_keys
 from .catalog import is_delta
 
 RESTARTED = "__restarted"
@@ -23,15 +24,18 @@ def result_schema(plan, spark, stream_schema, name: str):
     return _evaluate(plan, spark.createDataFrame([], stream_schema), None, name, 0)[0].schema
 
 
-def _evaluate(plan, batch_df, stored, name: str, batch_ts_ms: int):
+def _evaluate(plan, batch_df, stored_of, name: str, batch_ts_ms: int):
+    """(result rows, merged partials) of a batch; `stored_of(touched keys as Arrow)` gives the
+    stored partials of (at least) those keys as a DataFrame, or None (no stored partials)."""
     from pyspark.sql import functions as F
 
     spark, views, keys = batch_df.sparkSession, _views(name), list(plan.upsert.partials.keys)
     batch_df.createOrReplaceTempView(views["batch"])
     partial = spark.sql(plan.partials_sql_for("partial", views["batch"])).localCheckpoint()  # read the batch once
     expired = None
+    touched = partial.select(*keys)
+    stored = stored_of(touched.toArrow()) if stored_of else None
     if stored is not None:
-        touched = partial.select(*keys)
         stored = stored.join(touched, [stored[k].eqNullSafe(touched[k]) for k in keys], "left_semi")
         cutoff = batch_ts_ms - plan.upsert.partials.ttl_ms
         partial = partial.unionByName(stored.where(F.col(UPDATED) >= cutoff).drop(UPDATED))
@@ -63,12 +67,17 @@ def _plain(t: pa.DataType) -> pa.DataType:
 def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_keys: list[str]):
     """(result rows, merged partials to store, result keys of the rows that started afresh)."""
     path = partials_path(table_path)
-    stored = None
-    if is_delta(path):  # read with delta-rs: partials may be structs and arrays
-        table = DeltaTable(path).to_pyarrow_table()
+
+    def stored_of(touched: pa.Table):  # read with delta-rs: partials may be structs and arrays
+        if not is_delta(path):
+            return None
+        table = rows_with_keys(DeltaTable(path), touched.column_names, touched)
+        if not table.num_rows:
+            return None
         table = table.cast(pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in table.schema]))
-        stored = batch_df.sparkSession.createDataFrame(table)
-    rows, merged = _evaluate(plan, batch_df, stored, name, batch_ts_ms)
+        return batch_df.sparkSession.createDataFrame(table)
+
+    rows, merged = _evaluate(plan, batch_df, stored_of, name, batch_ts_ms)
     partials = merged.toArrow()
     restarted = set()
     if pc.any(partials.column(RESTARTED)).as_py():
