@@ -7,6 +7,9 @@ What it measures, for each history size H (events already maintained):
               Spark's state store (`constant_domain`);
   * continuous: the same model running continuously (a runner process, 1-second trigger):
               the time from the append to its commit in the model's table;
+  * floor:    `dbt run` of a stateless streaming_view of the same source (a filter keeping ~1% of
+              the events): what any streaming refresh costs here (query start, one micro-batch
+              reading the new events, one Delta commit), whatever its query;
   * full:     `dbt run` of a `table` model with the same SQL, which recomputes the query over
               the whole snapshot and writes it to Delta: what a scheduled batch model does.
 Both in the same process and SparkSession; each repeat appends another 1% and alternates the
@@ -46,6 +49,8 @@ FILES = {
     "models/clicks_per_user_cont.sql": ("{{ config(materialized='upsert_table', constant_domain=['user_id'], "
                                         "trigger={'processing_time': '1 second'}) }}\n" + SQL),
     "models/clicks_per_user_batch.sql": "{{ config(materialized='table') }}\n" + SQL,
+    "models/clicks_filtered.sql": ("{{ config(materialized='streaming_view') }}\n"
+                                   "SELECT * FROM {{ source('bench', 'clicks') }} WHERE amount < 2\n"),
 }
 
 
@@ -78,6 +83,14 @@ def same_rows(model: str) -> int:
     return len(a)
 
 
+def same_filtered(model: str) -> None:
+    """The streaming_view holds exactly the source rows its filter keeps."""
+    got = DeltaTable(os.path.join(WAREHOUSE, "bench", model)).to_pyarrow_table(columns=["amount"]).column("amount")
+    want = DeltaTable(CLICKS).to_pyarrow_table(columns=["amount"], filters=[("amount", "<", 2)]).column("amount")
+    if len(got) != len(want) or not np.allclose(np.sort(got.to_numpy()), np.sort(want.to_numpy())):
+        sys.exit(f"FAIL: {model} does not hold exactly the rows its filter keeps")
+
+
 def committed_after(model: str, version: int, timeout: float = 300.0) -> float:
     """Wait until `model`'s table has a commit after `version`; returns when it appeared."""
     path = os.path.join(WAREHOUSE, "bench", model)
@@ -95,8 +108,9 @@ def bench(history: int, users: int, repeat: int) -> dict:
     step = 10_000_000
     for i, chunk in enumerate(np.array_split(np.arange(history), max(history // step, 1))):
         write_deltalake(CLICKS, events(len(chunk), users, i * 3600, rng), mode="append")
-    initial = {m: dbt("run", "-s", m) for m in ("clicks_per_user", "clicks_per_user_spark", "clicks_per_user_cont")}
-    times: dict[str, list[float]] = {"refresh": [], "spark": [], "full": [], "continuous": []}
+    initial = {m: dbt("run", "-s", m)
+               for m in ("clicks_per_user", "clicks_per_user_spark", "clicks_per_user_cont", "clicks_filtered")}
+    times: dict[str, list[float]] = {"refresh": [], "spark": [], "full": [], "continuous": [], "floor": []}
     cont = os.path.join(WAREHOUSE, "bench", "clicks_per_user_cont")
     for i in range(repeat + 1):  # the first round warms up
         version = DeltaTable(cont).version()
@@ -105,7 +119,8 @@ def bench(history: int, users: int, repeat: int) -> dict:
         took = committed_after("clicks_per_user_cont", version) - t0
         if i:
             times["continuous"].append(took)
-        order = [("refresh", "clicks_per_user"), ("spark", "clicks_per_user_spark"), ("full", "clicks_per_user_batch")]
+        order = [("refresh", "clicks_per_user"), ("spark", "clicks_per_user_spark"), ("full", "clicks_per_user_batch"),
+                 ("floor", "clicks_filtered")]
         for name, model in (order if i % 2 == 0 else order[::-1]):
             took = dbt("run", "-s", model)
             if i:
@@ -114,6 +129,7 @@ def bench(history: int, users: int, repeat: int) -> dict:
     rows = same_rows("clicks_per_user")
     same_rows("clicks_per_user_spark")
     same_rows("clicks_per_user_cont")
+    same_filtered("clicks_filtered")
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"H={history:,} events, {rows:,} users (initial builds: partials {initial['clicks_per_user']:.1f} s, "
           f"Spark state {initial['clicks_per_user_spark']:.1f} s), +1% per refresh, medians of {repeat}:")
@@ -121,6 +137,7 @@ def bench(history: int, users: int, repeat: int) -> dict:
     print(f"  upsert_table refresh, Spark state store:  {med['spark']:.2f} s  ratio {med['spark'] / med['full']:.1%}")
     print(f"  continuous model, append to commit:       {med['continuous']:.2f} s  "
           f"ratio {med['continuous'] / med['full']:.1%}")
+    print(f"  floor, a stateless streaming_view:        {med['floor']:.2f} s  ratio {med['floor'] / med['full']:.1%}")
     print(f"  full batch recompute:                     {med['full']:.2f} s")
     return med
 
