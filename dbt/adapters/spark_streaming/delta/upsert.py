@@ -57,7 +57,7 @@ def _flags(value: bool, n: int) -> pa.Array:
     return pa.array([value] * n, pa.bool_())
 
 
-def _key_tuples(table: pa.Table, keys: Sequence[str]) -> list[tuple]:
+def key_tuples(table: pa.Table, keys: Sequence[str]) -> list[tuple]:
     """Each row's key as a tuple of Python values (NULL is None, so NULL keys match)."""
     return list(zip(*(table.column(k).to_pylist() for k in keys)))
 
@@ -83,7 +83,7 @@ def rows_with_keys(dt: DeltaTable, keys: Sequence[str], of: pa.Table) -> pa.Tabl
 def _last_per_key(batch: pa.Table, keys: Sequence[str]) -> pa.Table:
     """The batch with one row per key, the last (an append-only query's rows may repeat a
     unique_key; update-mode batches hold each key once)."""
-    last = {key: i for i, key in enumerate(_key_tuples(batch, keys))}
+    last = {key: i for i, key in enumerate(key_tuples(batch, keys))}
     return batch if len(last) == batch.num_rows else batch.take(pa.array(sorted(last.values()), pa.int64()))
 
 
@@ -119,8 +119,8 @@ class UpsertCommitter:
         # the table's current rows of these keys; files MERGE wrote may hold strings as
         # string_view, hence the cast
         old = rows_with_keys(dt, self.keys, new).cast(self.schema)
-        at = {key: i for i, key in enumerate(_key_tuples(old, self.keys))}
-        matches = pa.array([at.get(key) for key in _key_tuples(new, self.keys)], pa.int64())
+        at = {key: i for i, key in enumerate(key_tuples(old, self.keys))}
+        matches = pa.array([at.get(key) for key in key_tuples(new, self.keys)], pa.int64())
         found = pc.is_valid(matches)
         old_rows = old.take(pc.fill_null(matches, 0)) if old.num_rows else None
         if old_rows is not None:
@@ -156,7 +156,7 @@ class UpsertCommitter:
                 VERSION, pa.array([version] * log.num_rows, pa.int64()))
             if restarted is not None:
                 log = log.append_column(RESTARTED, pa.array(
-                    [key in restarted for key in _key_tuples(log, self.keys)], pa.bool_()))
+                    [key in restarted for key in key_tuples(log, self.keys)], pa.bool_()))
             write_deltalake(self.changelog, log, mode="append", commit_properties=CommitProperties(
                 app_transactions=[Transaction(self.app_id, batch_id)]))
         fault_point("during_write", batch_id)
