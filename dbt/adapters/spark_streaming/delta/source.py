@@ -141,17 +141,18 @@ class DeltaBatchReader(DataSourceReader):
     def __init__(self, path: str, schema, version: int | None, batch_watermarks: dict | None):
         self.path, self.schema, self.version = path, schema, version
         self.batch_watermarks = batch_watermarks
+        self.late = batch_watermarks["column"] if batch_watermarks else None
 
     def partitions(self):
         if self.batch_watermarks is not None:
             files = files_by_batch(self.path, self.batch_watermarks["after"], self.batch_watermarks["batches"],
-                                   self.batch_watermarks["column"])
+                                   self.late)
         else:
             files = snapshot_files(self.path, self.version)
         return _partitions(files) or [FilesPartition([])]
 
     def read(self, partition):
-        return _read(partition.files, self.schema, self.batch_watermarks and self.batch_watermarks["column"])
+        return _read(partition.files, self.schema, self.late)
 
 
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -34,7 +34,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import StreamingError, config_error
 from ..sql.intervals import parse_duration
-from .lifecycle import _alive, _home
+from .lifecycle import _alive
 
 DEFAULT_INTERVAL = "10 seconds"
 TERMINAL = ("stopped", "failed")
@@ -64,8 +64,13 @@ def processing_time(config: Mapping[str, Any]) -> Optional[str]:
     return str(interval)
 
 
+def _runners(warehouse: str) -> str:
+    """Where the runners' files live (not created: reading a status must not create it)."""
+    return os.path.join(warehouse, ".dbt_streaming", "runners")
+
+
 def _dir(warehouse: str, name: str) -> str:
-    path = os.path.join(_home(warehouse, "runners"), name)
+    path = os.path.join(_runners(warehouse), name)
     os.makedirs(path, exist_ok=True)
     return path
 
@@ -88,7 +93,7 @@ def _zombie(pid: int) -> bool:
 def status(warehouse: str, name: str) -> Optional[dict]:
     """The runner status of model `name` with ``alive`` (its process runs), or None if the model
     never had a runner. A runner whose process is gone without saying so is ``dead``."""
-    path = os.path.join(warehouse, ".dbt_streaming", "runners", name, "status.json")
+    path = os.path.join(_runners(warehouse), name, "status.json")
     try:
         with open(path) as fh:
             st = json.load(fh)
@@ -111,13 +116,13 @@ def error_text(st: dict) -> Optional[str]:
 
 def names(warehouse: str) -> list[str]:
     """Models (schema.identifier) that have or had a runner."""
-    root = os.path.join(warehouse, ".dbt_streaming", "runners")
+    root = _runners(warehouse)
     return sorted(os.listdir(root)) if os.path.isdir(root) else []
 
 
 def log_tail(warehouse: str, name: str, lines: int = 5) -> str:
     try:
-        with open(os.path.join(warehouse, ".dbt_streaming", "runners", name, "runner.log")) as fh:
+        with open(os.path.join(_runners(warehouse), name, "runner.log")) as fh:
             return " | ".join(line.strip() for line in fh.read().splitlines()[-lines:] if line.strip())
     except OSError:
         return ""
