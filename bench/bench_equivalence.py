@@ -13,6 +13,7 @@ target is test ~= baseline + the comparison, i.e. a ratio close to 1.
 Run (from the repo root, with the project venv):
   .venv/bin/python bench/bench_equivalence.py [--events 10000000] [--versions 10] [--repeat 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,9 @@ TESTS = "version: 2\nmodels:\n  - name: bids_per_10min\n    data_tests: [snapsho
 def dbt(*args: str):
     from dbt.cli.main import dbtRunner
 
-    res = dbtRunner().invoke(["--quiet", *args, "--project-dir", bt.PROJECT, "--profiles-dir", bt.PROJECT])
+    res = dbtRunner().invoke(
+        ["--quiet", *args, "--project-dir", bt.PROJECT, "--profiles-dir", bt.PROJECT]
+    )
     if not res.success:
         sys.exit(f"FAIL: dbt {args[0]} failed: {res.exception or [r.message for r in res.result]}")
     return res
@@ -66,8 +69,11 @@ def main() -> None:
     spark = get_spark()  # the session dbt used, in this process
     catalog = Catalog(spark, bt.WAREHOUSE)
     catalog.bind_all()
-    plan = sqlfront.compile_query(bt.MODEL.split("}}", 1)[1].replace("{{ source('bench','bids') }}", "bench.bids"),
-                                  schemas=_Schemas(catalog), watermark_delay="1 minute")
+    plan = sqlfront.compile_query(
+        bt.MODEL.split("}}", 1)[1].replace("{{ source('bench','bids') }}", "bench.bids"),
+        schemas=_Schemas(catalog),
+        watermark_delay="1 minute",
+    )
 
     def baseline() -> float:
         t0 = time.perf_counter()
@@ -91,13 +97,19 @@ def main() -> None:
     times = {"baseline": [], "check": [], "test": []}
     for i in range(args.repeat):
         order = [("baseline", baseline), ("check", adapter_check), ("test", test)]
-        for name, f in (order if i % 2 == 0 else order[::-1]):
+        for name, f in order if i % 2 == 0 else order[::-1]:
             times[name].append(f())
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"events={args.events:,} versions={args.versions} (dbt runs {' + '.join(f'{x:.1f}' for x in run_s)} s), medians of {args.repeat}:")
+    print(
+        f"events={args.events:,} versions={args.versions} (dbt runs {' + '.join(f'{x:.1f}' for x in run_s)} s), medians of {args.repeat}:"
+    )
     print(f"  baseline (one batch evaluation): {med['baseline']:.2f} s")
-    print(f"  adapter check:                   {med['check']:.2f} s  ratio {med['check'] / med['baseline']:.2f}")
-    print(f"  dbt test snapshot_equivalence:   {med['test']:.2f} s  ratio {med['test'] / med['baseline']:.2f}")
+    print(
+        f"  adapter check:                   {med['check']:.2f} s  ratio {med['check'] / med['baseline']:.2f}"
+    )
+    print(
+        f"  dbt test snapshot_equivalence:   {med['test']:.2f} s  ratio {med['test'] / med['baseline']:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ Run (from the repo root, with the project venv):
   .venv/bin/python bench/bench_tumble.py [--events 2000000] [--versions 20] [--repeat 1]
 Work files go to bench/work/ (gitignored) and are recreated on every run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,10 @@ from deltalake import DeltaTable, write_deltalake
 
 WORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "work")
 PROJECT, WAREHOUSE = os.path.join(WORK, "project"), os.path.join(WORK, "warehouse")
-BIDS, OURS_OUT = os.path.join(WAREHOUSE, "bench", "bids"), os.path.join(WAREHOUSE, "bench", "bids_per_10min")
+BIDS, OURS_OUT = (
+    os.path.join(WAREHOUSE, "bench", "bids"),
+    os.path.join(WAREHOUSE, "bench", "bids_per_10min"),
+)
 BASE_OUT = os.path.join(WORK, "baseline", "bids_per_10min")
 MODEL = """{{ config(materialized='streaming_view', watermark_delay='1 minute') }}
 SELECT window_start, window_end, item, SUM(price) AS total, COUNT(*) AS bids
@@ -45,8 +49,10 @@ GROUP BY window_start, window_end, item
 """
 FILES = {
     "dbt_project.yml": "name: bench_tumble\nversion: '1.0'\nconfig-version: 2\nprofile: bench_tumble\n",
-    "profiles.yml": ("bench_tumble:\n  target: local\n  outputs:\n    local:\n      type: spark_streaming\n"
-                     f"      method: session\n      schema: bench\n      warehouse_path: {WAREHOUSE}\n      threads: 1\n"),
+    "profiles.yml": (
+        "bench_tumble:\n  target: local\n  outputs:\n    local:\n      type: spark_streaming\n"
+        f"      method: session\n      schema: bench\n      warehouse_path: {WAREHOUSE}\n      threads: 1\n"
+    ),
     "models/sources.yml": "version: 2\nsources:\n  - name: bench\n    schema: bench\n    tables:\n      - name: bids\n",
     "models/bids_per_10min.sql": MODEL,
 }
@@ -58,13 +64,19 @@ def write_events(n: int, versions: int, seed: int = 42, after_version=None) -> N
     rng = np.random.default_rng(seed)
     start_us = 1_586_937_600_000_000  # 2020-04-15 08:00 UTC
     span_us = max(n // 2000, 1) * 60_000_000
-    t = start_us + np.arange(n, dtype=np.int64) * span_us // n + rng.integers(-5_000_000, 5_000_000, n)
+    t = (
+        start_us
+        + np.arange(n, dtype=np.int64) * span_us // n
+        + rng.integers(-5_000_000, 5_000_000, n)
+    )
     items = np.array([f"item_{i:03d}" for i in range(100)])
-    table = pa.table({
-        "bidtime": pa.array(t, pa.timestamp("us", tz="UTC")),
-        "price": pa.array(np.round(rng.uniform(1, 100, n), 2)),
-        "item": pa.array(items[rng.integers(0, 100, n)]),
-    })
+    table = pa.table(
+        {
+            "bidtime": pa.array(t, pa.timestamp("us", tz="UTC")),
+            "price": pa.array(np.round(rng.uniform(1, 100, n), 2)),
+            "item": pa.array(items[rng.integers(0, 100, n)]),
+        }
+    )
     shutil.rmtree(BIDS, ignore_errors=True)
     for i, chunk in enumerate(np.array_split(np.arange(n), versions)):
         write_deltalake(BIDS, table.slice(int(chunk[0]), len(chunk)), mode="append")
@@ -78,7 +90,9 @@ def run_ours() -> tuple[float, float]:
 
     shutil.rmtree(OURS_OUT, ignore_errors=True)
     t0 = time.perf_counter()
-    res = dbtRunner().invoke(["--quiet", "run", "--project-dir", PROJECT, "--profiles-dir", PROJECT])
+    res = dbtRunner().invoke(
+        ["--quiet", "run", "--project-dir", PROJECT, "--profiles-dir", PROJECT]
+    )
     wall = time.perf_counter() - t0
     if not res.success:
         sys.exit(f"FAIL: dbt run failed: {res.exception or [r.message for r in res.result]}")
@@ -98,14 +112,28 @@ def run_baseline(spark) -> float:
             write_deltalake(BASE_OUT, tbl, mode="append")
 
     t0 = time.perf_counter()
-    df = (spark.readStream.format("delta_rs").option("table", "bench.bids").load(BIDS)
-          .withWatermark("bidtime", "1 minute")
-          .groupBy(F.window("bidtime", "10 minutes"), "item")
-          .agg(F.sum("price").alias("total"), F.count("*").alias("bids"))
-          .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                  "item", "total", "bids"))
-    query = (df.writeStream.outputMode("append").trigger(availableNow=True)
-             .option("checkpointLocation", checkpoint).foreachBatch(sink).start())
+    df = (
+        spark.readStream.format("delta_rs")
+        .option("table", "bench.bids")
+        .load(BIDS)
+        .withWatermark("bidtime", "1 minute")
+        .groupBy(F.window("bidtime", "10 minutes"), "item")
+        .agg(F.sum("price").alias("total"), F.count("*").alias("bids"))
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "item",
+            "total",
+            "bids",
+        )
+    )
+    query = (
+        df.writeStream.outputMode("append")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", checkpoint)
+        .foreachBatch(sink)
+        .start()
+    )
     query.awaitTermination()
     wall = time.perf_counter() - t0
     shutil.rmtree(checkpoint, ignore_errors=True)
@@ -114,6 +142,7 @@ def run_baseline(spark) -> float:
 
 def check_same() -> int:
     """Both outputs hold the same rows; returns the row count."""
+
     def load(path):
         df = DeltaTable(path).to_pandas(columns=["window_start", "item", "total", "bids"])
         df["total"] = df["total"].round(6)
@@ -122,7 +151,9 @@ def check_same() -> int:
     ours, base = load(OURS_OUT), load(BASE_OUT)
     if len(ours) != len(base) or not ours.equals(base):
         diff = ours.merge(base, how="outer", indicator=True).query("_merge != 'both'")
-        sys.exit(f"FAIL: outputs differ: ours {len(ours)} rows, baseline {len(base)} rows\n{diff.head(20)}")
+        sys.exit(
+            f"FAIL: outputs differ: ours {len(ours)} rows, baseline {len(base)} rows\n{diff.head(20)}"
+        )
     if not len(ours):
         sys.exit("FAIL: both outputs are empty")
     return len(ours)
@@ -147,7 +178,10 @@ class MemoryPoller(threading.Thread):
                     rss = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
             except OSError:
                 continue
-            comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+            comm, rest = (
+                stat[stat.index("(") + 1 : stat.rindex(")")],
+                stat[stat.rindex(")") + 2 :].split(),
+            )
             procs[int(pid)] = (int(rest[1]), comm, rss)
         return procs
 
@@ -169,7 +203,11 @@ class MemoryPoller(threading.Thread):
 def jvm_heap(spark) -> tuple[int, int]:
     """(max heap, sum of the heap pools' peak usage) in bytes."""
     mf = spark.sparkContext._jvm.java.lang.management.ManagementFactory
-    peak = sum(p.getPeakUsage().getUsed() for p in mf.getMemoryPoolMXBeans() if str(p.getType()) == "Heap memory")
+    peak = sum(
+        p.getPeakUsage().getUsed()
+        for p in mf.getMemoryPoolMXBeans()
+        if str(p.getType()) == "Heap memory"
+    )
     return mf.getMemoryMXBean().getHeapMemoryUsage().getMax(), peak
 
 
@@ -195,6 +233,7 @@ def main() -> None:
     # Warm-up on a small table: starts Spark, parses the dbt project, JIT-warms both code paths.
     write_events(100_000, 2)
     from dbt.adapters.spark_streaming.runtime.session import get_spark
+
     for _ in range(2):
         run_ours()
         spark = get_spark()
@@ -208,7 +247,7 @@ def main() -> None:
     poller.start()
     ours, adapter, base = [], [], []
     for i in range(args.repeat):  # alternate the order so neither side always runs "second"
-        for side in (("ours", "base") if i % 2 == 0 else ("base", "ours")):
+        for side in ("ours", "base") if i % 2 == 0 else ("base", "ours"):
             if side == "ours":
                 wall, inner = run_ours()
                 ours.append(wall), adapter.append(inner)
@@ -224,22 +263,32 @@ def main() -> None:
 
     o, b = min(ours), min(base)
     om, bm = statistics.median(ours), statistics.median(base)
-    mib = 2 ** 20
-    print(f"\nbench_tumble: {args.events:,} events in {args.versions} Delta versions "
-          f"(generated in {gen_s:.1f}s), {rows:,} output rows, identical in both; {args.repeat} repeat(s)")
+    mib = 2**20
+    print(
+        f"\nbench_tumble: {args.events:,} events in {args.versions} Delta versions "
+        f"(generated in {gen_s:.1f}s), {rows:,} output rows, identical in both; {args.repeat} repeat(s)"
+    )
     print(f"{'':10} {'best s':>8} {'events/s':>11} {'median s':>9}   all runs (s)")
     for name, best, median, runs in (("ours", o, om, ours), ("baseline", b, bm, base)):
-        print(f"{name:10} {best:8.2f} {args.events / best:11,.0f} {median:9.2f}   {' '.join(f'{x:.2f}' for x in runs)}")
+        print(
+            f"{name:10} {best:8.2f} {args.events / best:11,.0f} {median:9.2f}   {' '.join(f'{x:.2f}' for x in runs)}"
+        )
     overhead = (o / b - 1) * 100
-    print(f"ratio ours/baseline {o / b:.3f} (best), {om / bm:.3f} (median); overhead {overhead:+.1f}% "
-          f"({'OK' if overhead <= 15 else 'ABOVE'} target <= 15%)")
+    print(
+        f"ratio ours/baseline {o / b:.3f} (best), {om / bm:.3f} (median); overhead {overhead:+.1f}% "
+        f"({'OK' if overhead <= 15 else 'ABOVE'} target <= 15%)"
+    )
     dbt_s = statistics.median(w - x for w, x in zip(ours, adapter))
-    print(f"  of ours (median): adapter run_streaming_model {statistics.median(adapter):.2f}s, "
-          f"dbt around it {dbt_s:.2f}s")
-    print(f"memory peaks: JVM RSS {poller.jvm_peak / mib:,.0f} MiB, JVM heap {heap_peak / mib:,.0f} MiB "
-          f"of max {heap_max / mib:,.0f} MiB (spark.driver.memory={driver_mem}: "
-          f"{'within' if heap_peak <= heap_max else 'EXCEEDED'}), Python workers RSS "
-          f"{poller.workers_peak / mib:,.0f} MiB, Python driver RSS {driver_rss / mib:,.0f} MiB")
+    print(
+        f"  of ours (median): adapter run_streaming_model {statistics.median(adapter):.2f}s, "
+        f"dbt around it {dbt_s:.2f}s"
+    )
+    print(
+        f"memory peaks: JVM RSS {poller.jvm_peak / mib:,.0f} MiB, JVM heap {heap_peak / mib:,.0f} MiB "
+        f"of max {heap_max / mib:,.0f} MiB (spark.driver.memory={driver_mem}: "
+        f"{'within' if heap_peak <= heap_max else 'EXCEEDED'}), Python workers RSS "
+        f"{poller.workers_peak / mib:,.0f} MiB, Python driver RSS {driver_rss / mib:,.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

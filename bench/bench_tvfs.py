@@ -14,6 +14,7 @@ evicts windows (CUMULATE: at most one max-size window of partial aggregates per 
 Run (from the repo root, with the project venv):
   .venv/bin/python bench/bench_tvfs.py [--events 2000000] [--versions 20] [--repeat 3] [--with-join]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,26 +33,26 @@ CONFIG = "{{ config(materialized='streaming_view', watermark_delay='1 minute') }
 TUMBLE = f"TABLE(TUMBLE(TABLE {B}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))"
 MODELS = {
     "tumble": f"SELECT window_start, window_end, item, SUM(price) AS total, COUNT(*) AS n FROM {TUMBLE} "
-              "GROUP BY window_start, window_end, item",
+    "GROUP BY window_start, window_end, item",
     "hop": f"SELECT window_start, window_end, item, SUM(price) AS total FROM TABLE(HOP(TABLE {B}, "
-           "DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, item",
+    "DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, item",
     "cumulate": f"SELECT window_start, window_end, item, SUM(price) AS total FROM TABLE(CUMULATE(TABLE {B}, "
-                "DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, item",
+    "DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, item",
     "session": f"SELECT window_start, window_end, item, SUM(price) AS total FROM TABLE(SESSION(TABLE {B} "
-               "PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '10' SECONDS)) GROUP BY window_start, window_end, item",
+    "PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '10' SECONDS)) GROUP BY window_start, window_end, item",
     "tumble_rows": f"SELECT bidtime, price, item, window_start, window_end FROM {TUMBLE} WHERE price > 50",
     "top3": f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, item ORDER BY "
-            f"price DESC) AS rownum FROM {TUMBLE}) WHERE rownum <= 3",
+    f"price DESC) AS rownum FROM {TUMBLE}) WHERE rownum <= 3",
     "dedup_first": f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, item "
-                   f"ORDER BY bidtime) AS rownum FROM {TUMBLE}) WHERE rownum = 1",
+    f"ORDER BY bidtime) AS rownum FROM {TUMBLE}) WHERE rownum = 1",
 }
 # The window join (a self-join of bids per item and window) is opt-in (--with-join): Spark's
 # stream-stream join keeps every row of open windows on both sides, and on 2M events it took
 # ~325 s where the TUMBLE aggregate takes ~10 s (one run each, on a loaded machine).
 JOIN = {
     "join": f"SELECT L.item, L.price AS l_price, R.price AS r_price, L.window_start, L.window_end FROM {TUMBLE} L "
-            f"JOIN {TUMBLE} R ON L.item = R.item AND L.window_start = R.window_start AND L.window_end = R.window_end "
-            "AND L.bidtime < R.bidtime AND R.bidtime < L.bidtime + INTERVAL '2' SECONDS",
+    f"JOIN {TUMBLE} R ON L.item = R.item AND L.window_start = R.window_start AND L.window_end = R.window_end "
+    "AND L.bidtime < R.bidtime AND R.bidtime < L.bidtime + INTERVAL '2' SECONDS",
 }
 
 
@@ -67,9 +68,13 @@ def dbt_run(*models: str) -> dict:
     """`dbt run -s models` in process; adapter_response by model."""
     from dbt.cli.main import dbtRunner
 
-    res = dbtRunner().invoke(["--quiet", "run", "-s", *models, "--project-dir", bt.PROJECT, "--profiles-dir", bt.PROJECT])
+    res = dbtRunner().invoke(
+        ["--quiet", "run", "-s", *models, "--project-dir", bt.PROJECT, "--profiles-dir", bt.PROJECT]
+    )
     if not res.success:
-        sys.exit(f"FAIL: dbt run {' '.join(models)}: {res.exception or [r.message for r in res.result]}")
+        sys.exit(
+            f"FAIL: dbt run {' '.join(models)}: {res.exception or [r.message for r in res.result]}"
+        )
     return {r.node.name: r.adapter_response for r in res.result}
 
 
@@ -84,16 +89,20 @@ def throughput(events: int, versions: int, repeat: int) -> None:
     names = list(MODELS)
     for i in range(repeat + 1):  # round 0 warms up
         drop_tables()
-        for name in (names if i % 2 == 0 else names[::-1]):
+        for name in names if i % 2 == 0 else names[::-1]:
             t0 = time.perf_counter()
             response = dbt_run(name)[name]
             if i:
                 times[name].append(time.perf_counter() - t0)
             reads = 2 if name == "join" else 1  # the self-join reads the source once per side
             if response["rows_read"] != reads * events:
-                sys.exit(f"FAIL: {name} read {response['rows_read']} rows, not {reads} x {events} events")
+                sys.exit(
+                    f"FAIL: {name} read {response['rows_read']} rows, not {reads} x {events} events"
+                )
     base = statistics.median(times["tumble"])
-    print(f"throughput: {events:,} events in {versions} versions, one dbt run each, medians of {repeat}:")
+    print(
+        f"throughput: {events:,} events in {versions} versions, one dbt run each, medians of {repeat}:"
+    )
     print(f"  {'model':<12} {'seconds':>8} {'events/s':>10} {'ratio to TUMBLE':>16}")
     for name in MODELS:
         med = statistics.median(times[name])
@@ -109,7 +118,9 @@ def state(events: int, versions: int) -> None:
             rows[name].append(response["state_rows"])
 
     bt.write_events(events, versions, after_version=after)
-    print(f"state rows after each of {versions} runs (one appended version each, {events // versions:,} events):")
+    print(
+        f"state rows after each of {versions} runs (one appended version each, {events // versions:,} events):"
+    )
     for name, counts in rows.items():
         print(f"  {name:<12} {json.dumps(counts)}")
 
@@ -120,7 +131,9 @@ def main() -> None:
     ap.add_argument("--versions", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--state-versions", type=int, default=8)
-    ap.add_argument("--with-join", action="store_true", help="also the window join (slow, see JOIN)")
+    ap.add_argument(
+        "--with-join", action="store_true", help="also the window join (slow, see JOIN)"
+    )
     args = ap.parse_args()
     setup(args.with_join)
     throughput(args.events, args.versions, args.repeat)

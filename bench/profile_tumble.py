@@ -10,6 +10,7 @@ Same setup as bench_tumble.py, then for each side (alternating, `--repeat` times
     (dbtRunner.invoke minus run_streaming_model).
 Prints medians in seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,7 @@ def timed(owner, attr, label=None):
             return fn(*a, **kw)
         finally:
             timers[label or attr] += time.perf_counter() - t0
+
     setattr(owner, attr, wrapper)
 
 
@@ -43,7 +45,9 @@ def instrument() -> None:
     from dbt.adapters.spark_streaming.delta import sink
     from dbt.adapters.spark_streaming.runtime import catalog, streaming
 
-    timed(streaming.sqlfront, "compile_query", "adapter: compile_query (SQL rewrite + source schemas)")
+    timed(
+        streaming.sqlfront, "compile_query", "adapter: compile_query (SQL rewrite + source schemas)"
+    )
     timed(streaming, "_check_state", "adapter: _check_state")
     timed(streaming, "create_table", "adapter sink: create_table (empty Delta commit)")
     timed(streaming, "_read_offsets", "adapter sink: _read_offsets")
@@ -51,7 +55,11 @@ def instrument() -> None:
     timed(streaming, "_log_line", "adapter: _log_line")
     timed(streaming, "_query_id", "adapter sink: _query_id")
     timed(sink.BatchCommitter, "committed", "adapter sink: BatchCommitter.committed")
-    timed(sink.BatchCommitter, "commit", "adapter sink: BatchCommitter.commit (parquet + Delta commit)")
+    timed(
+        sink.BatchCommitter,
+        "commit",
+        "adapter sink: BatchCommitter.commit (parquet + Delta commit)",
+    )
     timed(catalog.Catalog, "bind", "adapter: Catalog.bind (incl. output table after the run)")
     timed(catalog.Catalog, "bind_registered", "adapter: Catalog.bind_registered")
     timed(streaming, "run_streaming_model", "adapter: run_streaming_model TOTAL")
@@ -61,6 +69,7 @@ def instrument() -> None:
     from pyspark.sql.classic.dataframe import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+
     timed(DataFrame, "toArrow", "both sinks: batch_df.toArrow")
     timed(DataStreamReader, "load", "both: readStream...load (source schema via Python worker)")
     timed(DataStreamWriter, "start", "both: writeStream.start")
@@ -79,8 +88,10 @@ def main() -> None:
     bt.setup_project()
     bt.write_events(20_000, 2)
     bt.run_ours()
-    from dbt.adapters.spark_streaming.runtime.session import get_spark
     from pyspark.sql.streaming import StreamingQueryListener
+
+    from dbt.adapters.spark_streaming.runtime.session import get_spark
+
     spark = get_spark()
     bt.run_baseline(spark)
     instrument()
@@ -88,17 +99,25 @@ def main() -> None:
     progress: list = []
 
     class Listener(StreamingQueryListener):
-        def onQueryStarted(self, e): pass
-        def onQueryIdle(self, e): pass
-        def onQueryTerminated(self, e): pass
-        def onQueryProgress(self, e): progress.append(e.progress)
+        def onQueryStarted(self, e):
+            pass
+
+        def onQueryIdle(self, e):
+            pass
+
+        def onQueryTerminated(self, e):
+            pass
+
+        def onQueryProgress(self, e):
+            progress.append(e.progress)
+
     listener = Listener()
     spark.streams.addListener(listener)
 
     bt.write_events(args.events, args.versions)
     results = {"ours": [], "base": []}
     for i in range(args.repeat + 1):  # the first round is a warm-up at full size, not reported
-        for side in (("ours", "base") if i % 2 == 0 else ("base", "ours")):
+        for side in ("ours", "base") if i % 2 == 0 else ("base", "ours"):
             timers.clear()
             del progress[:]
             wall = bt.run_ours()[0] if side == "ours" else bt.run_baseline(spark)
@@ -109,22 +128,32 @@ def main() -> None:
                 for k, v in p.durationMs.items():
                     sample[f"spark: {k}"] = sample.get(f"spark: {k}", 0) + v / 1000
             if side == "ours":
-                sample["dbt around the adapter"] = wall - timers["adapter: run_streaming_model TOTAL"]
+                sample["dbt around the adapter"] = (
+                    wall - timers["adapter: run_streaming_model TOTAL"]
+                )
             if i:
                 results[side].append(sample)
         bt.check_same()
 
     spark.streams.removeListener(listener)
-    if args.cprofile:  # one more dbt run under cProfile (main thread: dbt itself, not the model thread)
+    if (
+        args.cprofile
+    ):  # one more dbt run under cProfile (main thread: dbt itself, not the model thread)
         import cProfile
         import pstats
+
         prof = cProfile.Profile()
         prof.runcall(bt.run_ours)
         pstats.Stats(prof).sort_stats("cumulative").print_stats(35)
 
     keys = sorted({k for s in results["ours"] + results["base"] for k in s})
-    med = {side: {k: statistics.median(s.get(k, 0.0) for s in results[side]) for k in keys} for side in results}
-    print(f"\nprofile: {args.events:,} events / {args.versions} versions, median of {args.repeat} (seconds)")
+    med = {
+        side: {k: statistics.median(s.get(k, 0.0) for s in results[side]) for k in keys}
+        for side in results
+    }
+    print(
+        f"\nprofile: {args.events:,} events / {args.versions} versions, median of {args.repeat} (seconds)"
+    )
     print(f"{'':62} {'ours':>8} {'baseline':>9} {'diff':>8}")
     for k in ["wall", "batches"] + [k for k in keys if k not in ("wall", "batches")]:
         o, b = med["ours"][k], med["base"][k]

@@ -18,4 +18,9 @@ def warehouse(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="class")
 def dbt_profile_target(warehouse):
-    return {"type": "spark_streaming", "method": "session", "warehouse_path": warehouse, "threads": 1}
+    return {
+        "type": "spark_streaming",
+        "method": "session",
+        "warehouse_path": warehouse,
+        "threads": 1,
+    }

@@ -1,5 +1,6 @@
 """Helpers for functional tests: Delta tables are read back with delta-rs, not through the
 adapter, so a test checks what is really stored."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,9 @@ META_KEY = "dbt_spark_streaming"
 
 
 def table_path(project, identifier: str) -> str:
-    return os.path.join(project.adapter.config.credentials.warehouse_path, project.test_schema, identifier)
+    return os.path.join(
+        project.adapter.config.credentials.warehouse_path, project.test_schema, identifier
+    )
 
 
 def rows(path: str) -> list[tuple]:
@@ -37,8 +40,14 @@ def ts(text: str) -> datetime:
 
 def append_bids(path: str, bids: list[tuple[str, float, str]]) -> None:
     """Append (bidtime, price, item) rows to the bids Delta table as one version."""
-    write_deltalake(path, pa.table({
-        "bidtime": pa.array([ts(b[0]) for b in bids], pa.timestamp("us", tz="UTC")),
-        "price": pa.array([float(b[1]) for b in bids]),
-        "item": pa.array([b[2] for b in bids]),
-    }), mode="append")
+    write_deltalake(
+        path,
+        pa.table(
+            {
+                "bidtime": pa.array([ts(b[0]) for b in bids], pa.timestamp("us", tz="UTC")),
+                "price": pa.array([float(b[1]) for b in bids]),
+                "item": pa.array([b[2] for b in bids]),
+            }
+        ),
+        mode="append",
+    )

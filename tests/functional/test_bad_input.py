@@ -1,4 +1,5 @@
 """Bad input fails before any stream starts, with a coded message, and writes nothing."""
+
 import os
 
 import pytest
@@ -8,33 +9,68 @@ from deltalake import DeltaTable, write_deltalake
 from .helpers import append_bids, rows, table_path, ts
 
 TVF = "TABLE(TUMBLE(TABLE {{ ref('bids') }}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))"
-AGG = "SELECT window_start, window_end, SUM(price) AS total FROM " + TVF + " GROUP BY window_start, window_end"
+AGG = (
+    "SELECT window_start, window_end, SUM(price) AS total FROM "
+    + TVF
+    + " GROUP BY window_start, window_end"
+)
 
 BAD_MODELS = {
     # name: (model sql, error code, a phrase the message must contain)
-    "syntax_error": ("{{ config(materialized='streaming_view') }} SELECT FROM TABLE(TUMBLE(TABLE", "SSV101", "parse"),
-    "tvf_missing_size": ("{{ config(materialized='streaming_view') }} SELECT * FROM "
-                         "TABLE(TUMBLE(TABLE {{ ref('bids') }}, DESCRIPTOR(bidtime)))", "SSV102", "TUMBLE"),
-    "unknown_time_column": ("{{ config(materialized='streaming_view') }} SELECT * FROM "
-                            "TABLE(TUMBLE(TABLE {{ ref('bids') }}, DESCRIPTOR(bid_time), INTERVAL '10' MINUTES))",
-                            "SSV103", "bidtime"),
-    "not_a_time_column": ("{{ config(materialized='streaming_view') }} SELECT * FROM "
-                          "TABLE(TUMBLE(TABLE {{ ref('bids') }}, DESCRIPTOR(price), INTERVAL '10' MINUTES))",
-                          "SSV103", "double"),
-    "no_watermark_delay": ("{{ config(materialized='streaming_view') }} " + AGG, "SSV105", "watermark_delay"),
-    "updating_query": ("{{ config(materialized='streaming_view', watermark_delay='1 minute') }} "
-                       "SELECT item, SUM(price) AS total FROM {{ ref('bids') }} GROUP BY item",
-                       "SSV106", "upsert_table"),
-    "bad_trigger": ("{{ config(materialized='streaming_view', watermark_delay='1 minute', trigger='sometimes') }} "
-                    + AGG, "SSC201", "available_now"),
-    "bad_delay": ("{{ config(materialized='streaming_view', watermark_delay='soon') }} " + AGG, "SSV110", "soon"),
+    "syntax_error": (
+        "{{ config(materialized='streaming_view') }} SELECT FROM TABLE(TUMBLE(TABLE",
+        "SSV101",
+        "parse",
+    ),
+    "tvf_missing_size": (
+        "{{ config(materialized='streaming_view') }} SELECT * FROM "
+        "TABLE(TUMBLE(TABLE {{ ref('bids') }}, DESCRIPTOR(bidtime)))",
+        "SSV102",
+        "TUMBLE",
+    ),
+    "unknown_time_column": (
+        "{{ config(materialized='streaming_view') }} SELECT * FROM "
+        "TABLE(TUMBLE(TABLE {{ ref('bids') }}, DESCRIPTOR(bid_time), INTERVAL '10' MINUTES))",
+        "SSV103",
+        "bidtime",
+    ),
+    "not_a_time_column": (
+        "{{ config(materialized='streaming_view') }} SELECT * FROM "
+        "TABLE(TUMBLE(TABLE {{ ref('bids') }}, DESCRIPTOR(price), INTERVAL '10' MINUTES))",
+        "SSV103",
+        "double",
+    ),
+    "no_watermark_delay": (
+        "{{ config(materialized='streaming_view') }} " + AGG,
+        "SSV105",
+        "watermark_delay",
+    ),
+    "updating_query": (
+        "{{ config(materialized='streaming_view', watermark_delay='1 minute') }} "
+        "SELECT item, SUM(price) AS total FROM {{ ref('bids') }} GROUP BY item",
+        "SSV106",
+        "upsert_table",
+    ),
+    "bad_trigger": (
+        "{{ config(materialized='streaming_view', watermark_delay='1 minute', trigger='sometimes') }} "
+        + AGG,
+        "SSC201",
+        "available_now",
+    ),
+    "bad_delay": (
+        "{{ config(materialized='streaming_view', watermark_delay='soon') }} " + AGG,
+        "SSV110",
+        "soon",
+    ),
 }
 
 
 class TestBadInput:
     @pytest.fixture(scope="class")
     def seeds(self):
-        return {"bids.csv": "bidtime,price,item\n2020-04-15 08:07:00,2,A\n2020-04-15 08:21:00,3,B\n"}
+        return {
+            "bids.csv": "bidtime,price,item\n2020-04-15 08:07:00,2,A\n2020-04-15 08:21:00,3,B\n"
+        }
 
     @pytest.fixture(scope="class")
     def models(self):
@@ -42,7 +78,11 @@ class TestBadInput:
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"seeds": {"+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}}}
+        return {
+            "seeds": {
+                "+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}
+            }
+        }
 
     @pytest.mark.parametrize("name", sorted(BAD_MODELS))
     def test_fails_with_code_and_writes_nothing(self, project, name):
@@ -62,7 +102,9 @@ CHANGED = GOOD.replace("SUM(price)", "MAX(price)")
 class TestChangedQueryAndSources:
     @pytest.fixture(scope="class")
     def seeds(self):
-        return {"bids.csv": "bidtime,price,item\n2020-04-15 08:07:00,2,A\n2020-04-15 08:21:00,3,B\n"}
+        return {
+            "bids.csv": "bidtime,price,item\n2020-04-15 08:07:00,2,A\n2020-04-15 08:21:00,3,B\n"
+        }
 
     @pytest.fixture(scope="class")
     def models(self):
@@ -70,7 +112,11 @@ class TestChangedQueryAndSources:
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"seeds": {"+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}}}
+        return {
+            "seeds": {
+                "+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}
+            }
+        }
 
     def test_changed_query_refused_until_full_refresh(self, project):
         run_dbt(["seed"])

@@ -2,6 +2,7 @@
 `dbt run` is a no-op while it is healthy and restarts it (from its checkpoint) when it died;
 `stream_status` shows it and `stream_stop` stops it. The table is compared with exact rows
 and with the snapshot_equivalence test."""
+
 import os
 import signal
 import time
@@ -54,7 +55,9 @@ class Base(lifecycle.Base):
                 os.kill(st["pid"], signal.SIGKILL)
 
     def status(self, project) -> dict:
-        return runner.status(project.adapter.config.credentials.warehouse_path, f"{project.test_schema}.per_10min")
+        return runner.status(
+            project.adapter.config.credentials.warehouse_path, f"{project.test_schema}.per_10min"
+        )
 
 
 class TestContinuous(Base):
@@ -74,12 +77,19 @@ class TestContinuous(Base):
 
         # New data appears within the trigger interval plus one batch, without dbt.
         appended = time.time()
-        append_bids(os.path.join(project.adapter.config.credentials.warehouse_path, project.test_schema, "bids"),
-                    [("2020-04-15 08:25:00", 7, "G"), ("2020-04-15 08:31:00", 8, "H")])
+        append_bids(
+            os.path.join(
+                project.adapter.config.credentials.warehouse_path, project.test_schema, "bids"
+            ),
+            [("2020-04-15 08:25:00", 7, "G"), ("2020-04-15 08:31:00", 8, "H")],
+        )
         wait_for(lambda: len(rows(path)) == 3)
         latency = time.time() - appended
-        assert rows(path) == [window("08:00", "08:10", 11.0), window("08:10", "08:20", 10.0),
-                              window("08:20", "08:30", 7.0)]
+        assert rows(path) == [
+            window("08:00", "08:10", 11.0),
+            window("08:10", "08:20", 10.0),
+            window("08:20", "08:30", 7.0),
+        ]
         assert latency < 120, latency  # 2 s trigger + one batch; generous for a loaded CI machine
 
         _, out = run_dbt_and_capture(["run-operation", "stream_status"])
@@ -90,28 +100,46 @@ class TestContinuous(Base):
         os.kill(first["pid"], signal.SIGKILL)
         wait_for(lambda: not self.status(project)["alive"])
         assert self.status(project)["state"] == "dead"
-        append_bids(os.path.join(project.adapter.config.credentials.warehouse_path, project.test_schema, "bids"),
-                    [("2020-04-15 08:33:00", 1, "I"), ("2020-04-15 08:45:00", 2, "J")])
+        append_bids(
+            os.path.join(
+                project.adapter.config.credentials.warehouse_path, project.test_schema, "bids"
+            ),
+            [("2020-04-15 08:33:00", 1, "I"), ("2020-04-15 08:45:00", 2, "J")],
+        )
         _, out = run_dbt_and_capture(["run"])
         assert "its runner dead" in out and "restarting it from its checkpoint" in out
         second = self.status(project)
         assert second["alive"] and second["pid"] != first["pid"]
         wait_for(lambda: len(rows(path)) == 4)
         # No loss, no duplicate: every window once, batch ids strictly increasing.
-        assert rows(path) == [window("08:00", "08:10", 11.0), window("08:10", "08:20", 10.0),
-                              window("08:20", "08:30", 7.0), window("08:30", "08:40", 9.0)]
+        assert rows(path) == [
+            window("08:00", "08:10", 11.0),
+            window("08:10", "08:20", 10.0),
+            window("08:20", "08:30", 7.0),
+            window("08:30", "08:40", 9.0),
+        ]
         batch_ids = [c["batch_id"] for c in commits(path) if c["batch_id"] is not None]
         assert batch_ids == sorted(set(batch_ids))
         run_dbt(["test"])  # snapshot equivalence while the runner runs
 
-        _, out = run_dbt_and_capture(["run-operation", "stream_stop", "--args", "{model: per_10min}"])
+        _, out = run_dbt_and_capture(
+            ["run-operation", "stream_stop", "--args", "{model: per_10min}"]
+        )
         assert f"{project.test_schema}.per_10min: stopped" in out
         st = self.status(project)
         assert st["state"] == "stopped" and not st["alive"]
-        assert not os.path.exists(os.path.join(project.adapter.config.credentials.warehouse_path,
-                                               ".dbt_streaming", "locks", f"{project.test_schema}.per_10min.lock"))
+        assert not os.path.exists(
+            os.path.join(
+                project.adapter.config.credentials.warehouse_path,
+                ".dbt_streaming",
+                "locks",
+                f"{project.test_schema}.per_10min.lock",
+            )
+        )
         _, out = run_dbt_and_capture(["run-operation", "stream_status"])
-        assert " stopped " in next(ln for ln in out.splitlines() if f"{project.test_schema}.per_10min" in ln)
+        assert " stopped " in next(
+            ln for ln in out.splitlines() if f"{project.test_schema}.per_10min" in ln
+        )
 
 
 class TestChangeWhileRunning(Base):
@@ -126,7 +154,11 @@ class TestChangeWhileRunning(Base):
             fh.write(CHANGED)
         _, out = run_dbt_and_capture(["run"], expect_pass=False)
         assert "SSR301" in out and "--full-refresh" in out and "COUNT(*) AS n" in out
-        assert rows(path) == before and self.status(project)["pid"] == pid and self.status(project)["alive"]
+        assert (
+            rows(path) == before
+            and self.status(project)["pid"] == pid
+            and self.status(project)["alive"]
+        )
 
         # --full-refresh stops the runner, rebuilds, and starts a new one on the new query.
         _, out = run_dbt_and_capture(["run", "--full-refresh"])

@@ -2,6 +2,7 @@
 model joins a stream of orders with a `table` model of products listed in config
 `dimensions`. Each micro-batch joins the products as they are when it runs: orders read
 after a price change get the new price, rows already written keep the old one."""
+
 import os
 
 import pyarrow as pa
@@ -27,9 +28,17 @@ FROM {{ source('raw', 'orders') }} o JOIN {{ ref('dim_products') }} p ON o.produ
 
 
 def append_orders(path: str, orders: list[tuple[int, int, int]]) -> None:
-    write_deltalake(path, pa.table({"order_id": pa.array([o[0] for o in orders], pa.int64()),
-                                    "product_id": pa.array([o[1] for o in orders], pa.int64()),
-                                    "units": pa.array([o[2] for o in orders], pa.int64())}), mode="append")
+    write_deltalake(
+        path,
+        pa.table(
+            {
+                "order_id": pa.array([o[0] for o in orders], pa.int64()),
+                "product_id": pa.array([o[1] for o in orders], pa.int64()),
+                "units": pa.array([o[2] for o in orders], pa.int64()),
+            }
+        ),
+        mode="append",
+    )
 
 
 class TestEnrichmentJoin:
@@ -39,8 +48,12 @@ class TestEnrichmentJoin:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return {"sources.yml": SOURCES, "dim_products.sql": DIM, "enriched.sql": ENRICHED,
-                "tests.yml": "models:\n  - {name: enriched, data_tests: [snapshot_equivalence]}\n"}
+        return {
+            "sources.yml": SOURCES,
+            "dim_products.sql": DIM,
+            "enriched.sql": ENRICHED,
+            "tests.yml": "models:\n  - {name: enriched, data_tests: [snapshot_equivalence]}\n",
+        }
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
@@ -58,7 +71,9 @@ class TestEnrichmentJoin:
             fh.write(PRODUCTS.replace("0.30", "0.35"))
         run_dbt(["seed"])
         append_orders(orders, [(3, 10, 2)])
-        run_dbt(["run"])  # rebuilds dim_products (a new Delta version that rewrites it), then the join
+        run_dbt(
+            ["run"]
+        )  # rebuilds dim_products (a new Delta version that rewrites it), then the join
         got = [(o, n, u, round(a, 6)) for o, n, u, a in rows(table_path(project, "enriched"))]
         assert got == [(1, "apple", 2, 0.6), (2, "pear", 1, 0.5), (3, "apple", 2, 0.7)]
 

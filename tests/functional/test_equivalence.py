@@ -1,6 +1,7 @@
 """The snapshot_equivalence test and the late-row listing, through `dbt run` / `dbt test` /
 `dbt show`. The first class pins Spark's late-row rule (sql/oracle.py) with hand-computed
 rows, then tampers with a table in every way the test must catch."""
+
 import json
 import os
 import re
@@ -55,10 +56,16 @@ def t(hms: str):
 
 
 def append(path: str, events: list[tuple[str, int]]) -> None:
-    write_deltalake(path, pa.table({
-        "ts": pa.array([t(e[0]) for e in events], pa.timestamp("us", tz="UTC")),
-        "v": pa.array([e[1] for e in events], pa.int64()),
-    }), mode="append")
+    write_deltalake(
+        path,
+        pa.table(
+            {
+                "ts": pa.array([t(e[0]) for e in events], pa.timestamp("us", tz="UTC")),
+                "v": pa.array([e[1] for e in events], pa.int64()),
+            }
+        ),
+        mode="append",
+    )
 
 
 def late_counts(results) -> dict[str, int]:
@@ -68,7 +75,12 @@ def late_counts(results) -> dict[str, int]:
 class TestLateRowRuleAndTampering:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"sources.yml": SOURCES, "tumble_agg.sql": TUMBLE, "hop_agg.sql": HOP, "tests.yml": TESTS}
+        return {
+            "sources.yml": SOURCES,
+            "tumble_agg.sql": TUMBLE,
+            "hop_agg.sql": HOP,
+            "tests.yml": TESTS,
+        }
 
     def test_rule_listing_and_tampering(self, project):
         source = table_path(project, "ev")
@@ -80,34 +92,68 @@ class TestLateRowRuleAndTampering:
         # Spark drops a row from a window whose end <= the watermark of the batch reading it
         # (not by the row's own time: 08:25 read at watermark 08:29 still counts).
         assert rows(table_path(project, "tumble_agg")) == [
-            (t("08:00"), t("08:10"), 1, 1), (t("08:20"), t("08:30"), 10012, 3)]
+            (t("08:00"), t("08:10"), 1, 1),
+            (t("08:20"), t("08:30"), 10012, 3),
+        ]
         assert rows(table_path(project, "hop_agg")) == [
-            (t("07:55"), t("08:05"), 1, 1), (t("08:00"), t("08:10"), 1, 1),
-            (t("08:20"), t("08:30"), 10012, 3), (t("08:25"), t("08:35"), 15, 3)]
+            (t("07:55"), t("08:05"), 1, 1),
+            (t("08:00"), t("08:10"), 1, 1),
+            (t("08:20"), t("08:30"), 10012, 3),
+            (t("08:25"), t("08:35"), 15, 3),
+        ]
         # Exact late counts per run, in (row, window) pairs; Spark's own metric counts rows
         # after partial aggregation (it reports 1 for the two late rows of the second run).
-        assert late == [{"tumble_agg": 0, "hop_agg": 0}, {"tumble_agg": 2, "hop_agg": 5},
-                        {"tumble_agg": 1, "hop_agg": 4}]
+        assert late == [
+            {"tumble_agg": 0, "hop_agg": 0},
+            {"tumble_agg": 2, "hop_agg": 5},
+            {"tumble_agg": 1, "hop_agg": 4},
+        ]
 
-        listed = run_dbt(["show", "--inline", "select * from {{ late_rows(ref('tumble_agg')) }}",
-                          "--limit", "100"])[0].agate_table
-        assert sorted((r["v"], r["window_end"].strftime("%H:%M"), r["batch_watermark"].strftime("%H:%M"))
-                      for r in listed) == [(100, "08:20", "08:29"), (200, "08:30", "08:39"),
-                                           (1000, "08:20", "08:29")]
+        listed = run_dbt(
+            [
+                "show",
+                "--inline",
+                "select * from {{ late_rows(ref('tumble_agg')) }}",
+                "--limit",
+                "100",
+            ]
+        )[0].agate_table
+        assert sorted(
+            (r["v"], r["window_end"].strftime("%H:%M"), r["batch_watermark"].strftime("%H:%M"))
+            for r in listed
+        ) == [(100, "08:20", "08:29"), (200, "08:30", "08:39"), (1000, "08:20", "08:29")]
 
         path = table_path(project, "tumble_agg")
         good = DeltaTable(path).version()
         tamperings = {
             "row deleted": (lambda dt: dt.delete("total = 1"), 1, 0),
             "value changed": (lambda dt: dt.update({"total": "99"}, predicate="total = 1"), 1, 1),
-            "row duplicated": (lambda dt: write_deltalake(path, dt.to_pyarrow_table().slice(0, 1), mode="append"),
-                               0, 1),
-            "late row included": (lambda dt: dt.update({"total": "10212", "n": "4"}, predicate="total = 10012"),
-                                  1, 1),
-            "late window included": (lambda dt: write_deltalake(path, pa.table({
-                "window_start": pa.array([t("08:10")], pa.timestamp("us", tz="UTC")),
-                "window_end": pa.array([t("08:20")], pa.timestamp("us", tz="UTC")),
-                "total": pa.array([1100], pa.int64()), "n": pa.array([2], pa.int64())}), mode="append"), 0, 1),
+            "row duplicated": (
+                lambda dt: write_deltalake(path, dt.to_pyarrow_table().slice(0, 1), mode="append"),
+                0,
+                1,
+            ),
+            "late row included": (
+                lambda dt: dt.update({"total": "10212", "n": "4"}, predicate="total = 10012"),
+                1,
+                1,
+            ),
+            "late window included": (
+                lambda dt: write_deltalake(
+                    path,
+                    pa.table(
+                        {
+                            "window_start": pa.array([t("08:10")], pa.timestamp("us", tz="UTC")),
+                            "window_end": pa.array([t("08:20")], pa.timestamp("us", tz="UTC")),
+                            "total": pa.array([1100], pa.int64()),
+                            "n": pa.array([2], pa.int64()),
+                        }
+                    ),
+                    mode="append",
+                ),
+                0,
+                1,
+            ),
         }
         for what, (tamper, missing, unexpected) in tamperings.items():
             tamper(DeltaTable(path))
@@ -123,10 +169,21 @@ class TestLateRowRuleAndTampering:
         # at_version checks an older version: the last tampered one fails, the good one passes.
         # `where` filters both sides: a deleted row outside the filter is not compared.
         DeltaTable(path).delete("total = 1")
-        for test, ok in (({"arguments": {"at_version": tampered}}, False), ({"arguments": {"at_version": good}}, True),
-                         ({"config": {"where": "total > 1"}}, True), ({"config": {"where": "total < 1000"}}, False)):
+        for test, ok in (
+            ({"arguments": {"at_version": tampered}}, False),
+            ({"arguments": {"at_version": good}}, True),
+            ({"config": {"where": "total > 1"}}, True),
+            ({"config": {"where": "total < 1000"}}, False),
+        ):
             with open(os.path.join(project.project_root, "models", "tests.yml"), "w") as fh:
-                json.dump({"models": [{"name": "tumble_agg", "data_tests": [{"snapshot_equivalence": test}]}]}, fh)
+                json.dump(
+                    {
+                        "models": [
+                            {"name": "tumble_agg", "data_tests": [{"snapshot_equivalence": test}]}
+                        ]
+                    },
+                    fh,
+                )
             run_dbt(["test", "-s", "tumble_agg"], expect_pass=ok)
 
 
@@ -164,11 +221,19 @@ SELECT ts, k, v * 2 AS v2 FROM {{ source('raw', 'ev') }} WHERE k != 'c'
 """,
 }
 
-SHAPE_TESTS = {"models": [
-    {"name": name, "data_tests": [{"snapshot_equivalence": {"arguments": {"float_tolerance": 1e-9}}}
-                                  if "float" in name
-                                  else "snapshot_equivalence"]}
-    for name in SHAPES]}
+SHAPE_TESTS = {
+    "models": [
+        {
+            "name": name,
+            "data_tests": [
+                {"snapshot_equivalence": {"arguments": {"float_tolerance": 1e-9}}}
+                if "float" in name
+                else "snapshot_equivalence"
+            ],
+        }
+        for name in SHAPES
+    ]
+}
 
 
 def random_appends(seed: int, appends: int = 4) -> list[list[tuple]]:
@@ -183,8 +248,14 @@ def random_appends(seed: int, appends: int = 4) -> list[list[tuple]]:
         at = start + timedelta(seconds=20 * i + rng.uniform(-90, 90))
         if rng.random() < 0.05:
             at -= timedelta(minutes=rng.uniform(5, 15))
-        events.append((at.replace(microsecond=rng.randrange(0, 10**6, 1000)), rng.choice("abc"),
-                       rng.randrange(0, 100), round(rng.uniform(0, 10), 3)))
+        events.append(
+            (
+                at.replace(microsecond=rng.randrange(0, 10**6, 1000)),
+                rng.choice("abc"),
+                rng.randrange(0, 100),
+                round(rng.uniform(0, 10), 3),
+            )
+        )
     cuts = sorted(rng.sample(range(1, len(events)), appends - 1))
     return [events[a:b] for a, b in zip([0] + cuts, cuts + [len(events)])]
 
@@ -193,16 +264,27 @@ def random_appends(seed: int, appends: int = 4) -> list[list[tuple]]:
 class TestRandomStreamsStayEquivalent:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"sources.yml": SOURCES, "tests.yml": json.dumps(SHAPE_TESTS),
-                **{f"{name}.sql": sql for name, sql in SHAPES.items()}}
+        return {
+            "sources.yml": SOURCES,
+            "tests.yml": json.dumps(SHAPE_TESTS),
+            **{f"{name}.sql": sql for name, sql in SHAPES.items()},
+        }
 
     def test_equivalent_after_every_run(self, project, seed):
         source, late = table_path(project, "ev"), 0
         for chunk in random_appends(seed):
-            write_deltalake(source, pa.table({
-                "ts": pa.array([e[0] for e in chunk], pa.timestamp("us", tz="UTC")),
-                "k": pa.array([e[1] for e in chunk]), "v": pa.array([e[2] for e in chunk], pa.int64()),
-                "price": pa.array([e[3] for e in chunk], pa.float64())}), mode="append")
+            write_deltalake(
+                source,
+                pa.table(
+                    {
+                        "ts": pa.array([e[0] for e in chunk], pa.timestamp("us", tz="UTC")),
+                        "k": pa.array([e[1] for e in chunk]),
+                        "v": pa.array([e[2] for e in chunk], pa.int64()),
+                        "price": pa.array([e[3] for e in chunk], pa.float64()),
+                    }
+                ),
+                mode="append",
+            )
             results = run_dbt(["run"])
             late += sum(late_counts(results).values())
             assert len(run_dbt(["test"])) == len(SHAPES)

@@ -4,6 +4,7 @@ snapshot, with no window lost or duplicated.
 
 Each `dbt run` is a real subprocess. Events are random with bounded disorder (<= 40 s,
 below the 1-minute watermark delay, so no row is late and the oracle is exact)."""
+
 import os
 import shutil
 import subprocess
@@ -36,15 +37,20 @@ def events(seed: int, start_minute: int, n: int = 400) -> pa.Table:
     base = np.datetime64("2024-01-01T00:00:00", "us") + np.timedelta64(start_minute * 60, "s")
     offsets = np.sort(rng.integers(0, 20 * 60 * 10**6, n)) + rng.integers(-40 * 10**6, 1, n)
     ts = pa.array(base + np.maximum(offsets, 0).astype("timedelta64[us]"), pa.timestamp("us")).cast(
-        pa.timestamp("us", tz="UTC"))
-    return pa.table({"ts": ts, "item": rng.choice(list("abc"), n), "price": np.round(rng.random(n) * 10, 2)})
+        pa.timestamp("us", tz="UTC")
+    )
+    return pa.table(
+        {"ts": ts, "item": rng.choice(list("abc"), n), "price": np.round(rng.random(n) * 10, 2)}
+    )
 
 
 def oracle(source: str, version: int, watermark: str) -> pd.DataFrame:
     """The query in batch over the source snapshot, restricted to windows the watermark closed."""
     df = DeltaTable(source, version=version).to_pandas()
     df["window_start"] = df["ts"].dt.floor("5min")
-    out = df.groupby(["window_start", "item"], as_index=False).agg(total=("price", "sum"), n=("price", "size"))
+    out = df.groupby(["window_start", "item"], as_index=False).agg(
+        total=("price", "sum"), n=("price", "size")
+    )
     out = out[out["window_start"] + pd.Timedelta("5min") <= pd.Timestamp(watermark, tz="UTC")]
     return out.sort_values(["window_start", "item"]).reset_index(drop=True)
 
@@ -53,21 +59,30 @@ def dbt_run(project: str, fault: str | None = None) -> subprocess.CompletedProce
     env = {k: v for k, v in os.environ.items() if k != ENV}
     if fault:
         env[ENV] = fault
-    return subprocess.run([DBT, "run", "--project-dir", project, "--profiles-dir", project],
-                          env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [DBT, "run", "--project-dir", project, "--profiles-dir", project],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def write_project(root, model: str = MODEL) -> None:
     """The dbt project under root/project (one model, per_item), with its warehouse and source under root."""
     project, source = root / "project", root / "feed" / "events"
     (project / "models").mkdir(parents=True, exist_ok=True)
-    (project / "dbt_project.yml").write_text("name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n")
+    (project / "dbt_project.yml").write_text(
+        "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
+    )
     (project / "profiles.yml").write_text(
         "crash:\n  target: t\n  outputs:\n    t:\n      type: spark_streaming\n      method: session\n"
-        f"      schema: crash\n      warehouse_path: {root / 'warehouse'}\n      threads: 1\n")
+        f"      schema: crash\n      warehouse_path: {root / 'warehouse'}\n      threads: 1\n"
+    )
     (project / "models" / "sources.yml").write_text(
         "version: 2\nsources:\n  - name: feed\n    schema: feed\n    tables:\n"
-        f"      - name: events\n        meta: {{location: '{source}'}}\n")
+        f"      - name: events\n        meta: {{location: '{source}'}}\n"
+    )
     (project / "models" / "per_item.sql").write_text(model)
 
 
@@ -82,8 +97,9 @@ def base(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("fault", ["before_write@2", "during_write@2", "after_delta_commit@2",
-                                   "after_delta_commit@3"])
+@pytest.mark.parametrize(
+    "fault", ["before_write@2", "during_write@2", "after_delta_commit@2", "after_delta_commit@3"]
+)
 def test_crash_then_rerun_loses_and_duplicates_nothing(base, tmp_path, fault):
     root = tmp_path / "case"
     shutil.copytree(base, root)
@@ -105,10 +121,16 @@ def test_crash_then_rerun_loses_and_duplicates_nothing(base, tmp_path, fault):
     assert batch_ids == sorted(set(batch_ids)), "a batch was committed twice"
     last = meta[-1]
     assert last["sources"] == {"feed.events": 2}
-    actual = DeltaTable(out).to_pandas().sort_values(["window_start", "item"]).reset_index(drop=True)
+    actual = (
+        DeltaTable(out).to_pandas().sort_values(["window_start", "item"]).reset_index(drop=True)
+    )
     expected = oracle(source, 2, last["watermark"])
     assert not actual.duplicated(["window_start", "item"]).any()
     assert len(actual) == len(expected) > 0
-    pd.testing.assert_series_equal(actual["window_start"], expected["window_start"], check_dtype=False)
+    pd.testing.assert_series_equal(
+        actual["window_start"], expected["window_start"], check_dtype=False
+    )
     assert list(actual["item"]) == list(expected["item"])
-    assert np.allclose(actual["total"], expected["total"]) and list(actual["n"]) == list(expected["n"])
+    assert np.allclose(actual["total"], expected["total"]) and list(actual["n"]) == list(
+        expected["n"]
+    )

@@ -1,5 +1,6 @@
 """Lifecycle of a streaming model: one run at a time (the lock), and `--full-refresh` that a
 crash at any point leaves with the old table or the new one, never a mix or nothing."""
+
 import json
 import os
 import socket
@@ -35,12 +36,20 @@ class Base:
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"seeds": {"+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}}}
+        return {
+            "seeds": {
+                "+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}
+            }
+        }
 
 
 def lock_file(project) -> str:
-    return os.path.join(project.adapter.config.credentials.warehouse_path, ".dbt_streaming", "locks",
-                        f"{project.test_schema}.per_10min.lock")
+    return os.path.join(
+        project.adapter.config.credentials.warehouse_path,
+        ".dbt_streaming",
+        "locks",
+        f"{project.test_schema}.per_10min.lock",
+    )
 
 
 class TestLock(Base):
@@ -52,7 +61,10 @@ class TestLock(Base):
 
         # A live process (this one) on this host holds the lock: refused at once, table untouched.
         with open(lock_file(project), "w") as fh:
-            json.dump({"pid": os.getpid(), "host": socket.gethostname(), "since": "2026-11-22 08:00:00"}, fh)
+            json.dump(
+                {"pid": os.getpid(), "host": socket.gethostname(), "since": "2026-11-22 08:00:00"},
+                fh,
+            )
         _, out = run_dbt_and_capture(["run"], expect_pass=False)
         assert "SSR307" in out and f"process {os.getpid()} on host {socket.gethostname()}" in out
         assert rows(table_path(project, "per_10min")) == before
@@ -61,7 +73,9 @@ class TestLock(Base):
         gone = subprocess.Popen([sys.executable, "-c", "pass"])
         gone.wait()
         with open(lock_file(project), "w") as fh:
-            json.dump({"pid": gone.pid, "host": socket.gethostname(), "since": "2026-11-22 08:00:00"}, fh)
+            json.dump(
+                {"pid": gone.pid, "host": socket.gethostname(), "since": "2026-11-22 08:00:00"}, fh
+            )
         run_dbt(["run"])
         assert not os.path.exists(lock_file(project))
 
@@ -70,8 +84,13 @@ def dbt_subprocess(project, *args: str, fault: str | None = None) -> subprocess.
     env = {k: v for k, v in os.environ.items() if k != ENV}
     if fault:
         env[ENV] = fault
-    return subprocess.run([DBT, *args, "--project-dir", project.project_root, "--profiles-dir", project.profiles_dir],
-                          env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [DBT, *args, "--project-dir", project.project_root, "--profiles-dir", project.profiles_dir],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
@@ -85,8 +104,10 @@ class TestFullRefreshCrashSafety(Base):
             fh.write(CHANGED)
         _, out = run_dbt_and_capture(["run"], expect_pass=False)
         assert "SSR301" in out  # a changed query over old state needs --full-refresh
-        assert ("(- SELECT window_start, window_end, SUM(price) AS total / "
-                "+ SELECT window_start, window_end, SUM(price) AS total, COUNT(*) AS n)") in out
+        assert (
+            "(- SELECT window_start, window_end, SUM(price) AS total / "
+            "+ SELECT window_start, window_end, SUM(price) AS total, COUNT(*) AS n)"
+        ) in out
 
         # Crash while the new table is being built, then once it is built but not swapped in:
         # the old table is still there, unchanged.

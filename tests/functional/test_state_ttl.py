@@ -2,6 +2,7 @@
 (SSV150, before anything is written), runs with `state_ttl` (partials in Delta, no Spark
 state), and a key idle longer than the TTL starts afresh: observed on the data, marked in
 the changelog, and left out of snapshot_equivalence."""
+
 import os
 import time
 
@@ -23,14 +24,22 @@ def partials(path: str) -> list[tuple]:
 class TestStateTtl:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"sources.yml": CLICKS,
-                "tests.yml": "models:\n  - {name: per_user, data_tests: [snapshot_equivalence]}\n",
-                "per_user.sql": "{{ config(materialized='upsert_table') }}\n" + SQL}
+        return {
+            "sources.yml": CLICKS,
+            "tests.yml": "models:\n  - {name: per_user, data_tests: [snapshot_equivalence]}\n",
+            "per_user.sql": "{{ config(materialized='upsert_table') }}\n" + SQL,
+        }
 
     def test_refused_then_idle_keys_expire(self, project):
         source, out = table_path(project, "clicks"), table_path(project, "per_user")
-        append_clicks(source, [("Mary", "2020-01-01 12:00:00", "./home"), ("Mary", "2020-01-01 12:00:05", "./a"),
-                               ("Bob", "2020-01-01 12:00:01", "./cart")])
+        append_clicks(
+            source,
+            [
+                ("Mary", "2020-01-01 12:00:00", "./home"),
+                ("Mary", "2020-01-01 12:00:05", "./a"),
+                ("Bob", "2020-01-01 12:00:01", "./cart"),
+            ],
+        )
         # No bound on the users: refused before anything runs.
         _, out_text = run_dbt_and_capture(["run"], expect_pass=False)
         assert "SSV150" in out_text and "GROUP BY user" in out_text and "state_ttl" in out_text
@@ -52,14 +61,25 @@ class TestStateTtl:
 
         # Idle longer than the TTL: Mary's partials expired, so her next click starts afresh (seed 001);
         # Bob's expired partials are deleted though his row stays; Liz is new.
-        updated = max(DeltaTable(os.path.join(out, "_dbt_streaming", "partials")).to_pyarrow_table()
-                      .column("__updated_ms").to_pylist())
+        updated = max(
+            DeltaTable(os.path.join(out, "_dbt_streaming", "partials"))
+            .to_pyarrow_table()
+            .column("__updated_ms")
+            .to_pylist()
+        )
         time.sleep(max(0.0, updated / 1000 + 31 - time.time()))
-        append_clicks(source, [("Mary", "2020-01-01 12:02:00", "./c"), ("Liz", "2020-01-01 12:02:01", "./home")])
+        append_clicks(
+            source,
+            [("Mary", "2020-01-01 12:02:00", "./c"), ("Liz", "2020-01-01 12:02:01", "./home")],
+        )
         run_dbt(["run"])
         assert [r[:2] for r in rows(out)] == [("Bob", 1), ("Liz", 1), ("Mary", 1)]
         assert partials(out) == [("Liz", 1), ("Mary", 1)]
-        log = DeltaTable(os.path.join(out, "_dbt_streaming", "changelog")).to_pyarrow_table().to_pylist()
+        log = (
+            DeltaTable(os.path.join(out, "_dbt_streaming", "changelog"))
+            .to_pyarrow_table()
+            .to_pylist()
+        )
         marked = sorted((r["user"], r["cnt"], r["_op"]) for r in log if r["_restarted"])
         assert marked == [("Mary", 1, "+U"), ("Mary", 3, "-U")]
         assert replay(changelog(out)) == sorted(rows(out), key=str)

@@ -1,5 +1,6 @@
 """End to end through `dbt seed` / `dbt run` / `dbt test`: the FLIP-145 TUMBLE example,
 incremental runs, commit metadata, and relations used by name."""
+
 import json
 import os
 
@@ -54,7 +55,11 @@ class TestTumbleStreamingView:
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        return {"seeds": {"+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}}}
+        return {
+            "seeds": {
+                "+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}
+            }
+        }
 
     def test_flip145_incremental_runs(self, project):
         schema = project.test_schema
@@ -65,13 +70,32 @@ class TestTumbleStreamingView:
 
         # Watermark 08:17 - 1 min = 08:16 closes only the 08:00 window (FLIP-145: $11).
         assert rows(agg) == [(*w("08:00", "08:10"), 11.0, 3)]
-        assert [f.name for f in DeltaTable(agg).schema().fields] == ["window_start", "window_end", "total", "bids"]
+        assert [f.name for f in DeltaTable(agg).schema().fields] == [
+            "window_start",
+            "window_end",
+            "total",
+            "bids",
+        ]
         # The TVF rows: exactly FLIP-145's TUMBLE table, with window_time = window_end - 1 ms.
-        assert rows(raw) == sorted([
-            (ts(f"2020-04-15 08:{m}"), p, i, *w(*win), w(*win)[1].replace(minute=w(*win)[1].minute - 1, second=59, microsecond=999000))
-            for m, p, i, win in [("07", 2.0, "A", ("08:00", "08:10")), ("11", 3.0, "B", ("08:10", "08:20")),
-                                 ("05", 4.0, "C", ("08:00", "08:10")), ("09", 5.0, "D", ("08:00", "08:10")),
-                                 ("13", 1.0, "E", ("08:10", "08:20")), ("17", 6.0, "F", ("08:10", "08:20"))]])
+        assert rows(raw) == sorted(
+            [
+                (
+                    ts(f"2020-04-15 08:{m}"),
+                    p,
+                    i,
+                    *w(*win),
+                    w(*win)[1].replace(minute=w(*win)[1].minute - 1, second=59, microsecond=999000),
+                )
+                for m, p, i, win in [
+                    ("07", 2.0, "A", ("08:00", "08:10")),
+                    ("11", 3.0, "B", ("08:10", "08:20")),
+                    ("05", 4.0, "C", ("08:00", "08:10")),
+                    ("09", 5.0, "D", ("08:00", "08:10")),
+                    ("13", 1.0, "E", ("08:10", "08:20")),
+                    ("17", 6.0, "F", ("08:10", "08:20")),
+                ]
+            ]
+        )
 
         response = {r.node.name: r.adapter_response for r in results.results}["bids_per_10min"]
         assert response["rows_read"] == 6 and response["versions_read"] == {source: [0, 0]}
@@ -86,15 +110,25 @@ class TestTumbleStreamingView:
 
         # Second scenario: one more source version with a late bid (08:06 < watermark 08:16).
         bids = table_path(project, "bids")
-        append_bids(bids, [("2020-04-15 08:21:00", 7, "G"), ("2020-04-15 08:24:00", 2, "H"),
-                           ("2020-04-15 08:06:00", 9, "I"), ("2020-04-15 08:33:00", 3, "J")])
+        append_bids(
+            bids,
+            [
+                ("2020-04-15 08:21:00", 7, "G"),
+                ("2020-04-15 08:24:00", 2, "H"),
+                ("2020-04-15 08:06:00", 9, "I"),
+                ("2020-04-15 08:33:00", 3, "J"),
+            ],
+        )
         results, log = run_dbt_and_capture(["run"])
         response = {r.node.name: r.adapter_response for r in results.results}["bids_per_10min"]
         assert response["rows_read"] == 4 and response["versions_read"] == {source: [1, 1]}
         assert response["late_rows"] == 1 and response["rows_written"] == 2
         assert f"read 4 rows ({source} v1..v1)" in log and "1 late rows dropped" in log
-        assert rows(agg) == [(*w("08:00", "08:10"), 11.0, 3), (*w("08:10", "08:20"), 10.0, 3),
-                             (*w("08:20", "08:30"), 9.0, 2)]
+        assert rows(agg) == [
+            (*w("08:00", "08:10"), 11.0, 3),
+            (*w("08:10", "08:20"), 10.0, 3),
+            (*w("08:20", "08:30"), 9.0, 2),
+        ]
         assert commits(agg)[-1]["sources"] == {source: 1}
         assert commits(agg)[-1]["watermark"] == "2020-04-15 08:32:00.000"
         assert len(rows(raw)) == 10  # a projection has no state: nothing is late for it
@@ -108,8 +142,13 @@ class TestTumbleStreamingView:
         # dbt test resolves ref() and plain schema.identifier names to the Delta tables.
         run_dbt(["test"])
         # dbt show reads the streaming table by name.
-        _, log = run_dbt_and_capture(["show", "--inline",
-                                      "select total from {{ ref('bids_per_10min') }} order by window_start"])
+        _, log = run_dbt_and_capture(
+            [
+                "show",
+                "--inline",
+                "select total from {{ ref('bids_per_10min') }} order by window_start",
+            ]
+        )
         assert "11" in log and "10" in log and "9" in log
 
     def test_docs_generate_lists_delta_relations(self, project):
@@ -117,7 +156,12 @@ class TestTumbleStreamingView:
         with open(os.path.join(project.project_root, "target", "catalog.json")) as fh:
             catalog = json.load(fh)
         nodes = {k.split(".")[-1]: v for k, v in catalog["nodes"].items()}
-        assert list(nodes["bids_per_10min"]["columns"]) == ["window_start", "window_end", "total", "bids"]
+        assert list(nodes["bids_per_10min"]["columns"]) == [
+            "window_start",
+            "window_end",
+            "total",
+            "bids",
+        ]
         assert nodes["bids_per_10min"]["columns"]["total"]["type"] == "double"
         assert set(nodes["bids"]["columns"]) == {"bidtime", "price", "item"}
 
@@ -146,8 +190,15 @@ class TestSourceWithExplicitLocation:
     @pytest.fixture(scope="class")
     def location(self, tmp_path_factory):
         path = str(tmp_path_factory.mktemp("elsewhere") / "events")
-        append_bids(path, [("2020-04-15 08:07:00", 1, "A"), ("2020-04-15 09:30:00", 1, "B"),
-                           ("2020-04-15 08:59:59", 1, "C"), ("2020-04-15 11:00:00", 1, "D")])
+        append_bids(
+            path,
+            [
+                ("2020-04-15 08:07:00", 1, "A"),
+                ("2020-04-15 09:30:00", 1, "B"),
+                ("2020-04-15 08:59:59", 1, "C"),
+                ("2020-04-15 11:00:00", 1, "D"),
+            ],
+        )
         return path
 
     @pytest.fixture(scope="class")
@@ -159,4 +210,6 @@ class TestSourceWithExplicitLocation:
         out = table_path(project, "events_per_hour")
         assert rows(out) == [(ts("2020-04-15 08:00:00"), 2), (ts("2020-04-15 09:00:00"), 1)]
         assert commits(out)[-1]["sources"] == {f"{project.test_schema}.events": 0}
-        assert not os.path.exists(table_path(project, "events"))  # nothing copied into the warehouse
+        assert not os.path.exists(
+            table_path(project, "events")
+        )  # nothing copied into the warehouse

@@ -3,6 +3,7 @@ order within the watermark delay, appended in several Delta versions with `dbt r
 each. After every run each streaming_view table equals the same query run by Spark in batch
 over all rows appended so far, restricted to the windows the watermark has closed, and the
 snapshot_equivalence test passes."""
+
 import random
 from datetime import datetime, timedelta, timezone
 
@@ -35,21 +36,25 @@ MODELS = {
     "cumulate_agg": (
         f"SELECT window_start, window_end, window_time, k, SUM(v) AS total, COUNT(*) AS n "
         f"FROM TABLE({CUMULATE}) GROUP BY window_start, window_end, k",
-        lambda r, wm: r[0] + timedelta(minutes=10) <= wm),
+        lambda r, wm: r[0] + timedelta(minutes=10) <= wm,
+    ),
     "session_agg": (
         f"SELECT k, window_start, window_end, SUM(v) AS total, COUNT(*) AS n FROM TABLE(SESSION("
         f"TABLE {EV} PARTITION BY k, DESCRIPTOR(ts), INTERVAL '1' MINUTES)) GROUP BY window_start, window_end, k",
-        lambda r, wm: r[2] <= wm),
+        lambda r, wm: r[2] <= wm,
+    ),
     "session_rows": (
         f"SELECT ts, v, window_start, window_end FROM TABLE(SESSION(DATA => TABLE {EV}, TIMECOL => DESCRIPTOR(ts), "
         f"GAP => INTERVAL '30' SECONDS))",
-        lambda r, wm: r[3] <= wm),
+        lambda r, wm: r[3] <= wm,
+    ),
 }
 EPOCH = datetime(2020, 4, 15, 8, 0, tzinfo=timezone.utc)
 
 
-def appends(seed: int = 7, versions: int = 3, per_version: int = 40, keys: str = "abc",
-            minutes: int = 12) -> list[list[tuple]]:
+def appends(
+    seed: int = 7, versions: int = 3, per_version: int = 40, keys: str = "abc", minutes: int = 12
+) -> list[list[tuple]]:
     """Random (ts, k, v) events; each version covers the next `minutes` minutes, shuffled, and
     may reach back to just after the previous versions' max time - DELAY (the watermark), so
     events are out of order but never late."""
@@ -58,27 +63,42 @@ def appends(seed: int = 7, versions: int = 3, per_version: int = 40, keys: str =
     for i in range(versions):
         low = high - DELAY + timedelta(seconds=1) if i else EPOCH
         span = int((EPOCH + timedelta(minutes=minutes * (i + 1)) - low).total_seconds())
-        events = [(low + timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000)),
-                   rng.choice(keys), rng.randrange(1, 100)) for _ in range(per_version)]
+        events = [
+            (
+                low + timedelta(seconds=rng.randrange(span), milliseconds=rng.randrange(1000)),
+                rng.choice(keys),
+                rng.randrange(1, 100),
+            )
+            for _ in range(per_version)
+        ]
         high = max(high, *(e[0] for e in events))
         out.append(events)
     return out
 
 
 def append(path: str, events: list[tuple]) -> None:
-    write_deltalake(path, pa.table({
-        "ts": pa.array([e[0] for e in events], pa.timestamp("us", tz="UTC")),
-        "k": pa.array([e[1] for e in events]),
-        "v": pa.array([e[2] for e in events], pa.int64()),
-    }), mode="append")
+    write_deltalake(
+        path,
+        pa.table(
+            {
+                "ts": pa.array([e[0] for e in events], pa.timestamp("us", tz="UTC")),
+                "k": pa.array([e[1] for e in events]),
+                "v": pa.array([e[2] for e in events], pa.int64()),
+            }
+        ),
+        mode="append",
+    )
 
 
 def batch_rows(schema: str, sql: str) -> list[tuple]:
     """The model's query run by Spark in batch over the view `window_tvfs_ev` (all source rows)."""
     spark = get_spark()
     name = f"{schema}.ev"
-    plan = compile_query(sql.replace(EV, name), schemas={name: {"ts": "timestamp", "k": "string", "v": "bigint"}},
-                         watermark_delay="2 minutes")
+    plan = compile_query(
+        sql.replace(EV, name),
+        schemas={name: {"ts": "timestamp", "k": "string", "v": "bigint"}},
+        watermark_delay="2 minutes",
+    )
     table = spark.sql(plan.sql_for({name: "window_tvfs_ev"})).toArrow()
     return sorted(tuple(r.values()) for r in table.to_pylist())
 
@@ -86,9 +106,14 @@ def batch_rows(schema: str, sql: str) -> list[tuple]:
 class TestCumulateAndSession:
     @pytest.fixture(scope="class")
     def models(self):
-        tests = "models:\n" + "".join(f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in MODELS)
-        return {"sources.yml": SOURCES, "tests.yml": tests,
-                **{f"{name}.sql": CONFIG + sql for name, (sql, _) in MODELS.items()}}
+        tests = "models:\n" + "".join(
+            f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in MODELS
+        )
+        return {
+            "sources.yml": SOURCES,
+            "tests.yml": tests,
+            **{f"{name}.sql": CONFIG + sql for name, (sql, _) in MODELS.items()},
+        }
 
     def test_stream_equals_batch_on_closed_windows(self, project):
         check_runs(project, MODELS, seed=7)
@@ -104,11 +129,17 @@ def check_runs(project, models: dict, seed: int) -> dict:
     for events in appends(seed):
         append(source, events)
         results = run_dbt(["run"])
-        get_spark().createDataFrame(DeltaTable(source).to_pyarrow_table()).createOrReplaceTempView("window_tvfs_ev")
-        assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {n: 0 for n in models}
+        get_spark().createDataFrame(DeltaTable(source).to_pyarrow_table()).createOrReplaceTempView(
+            "window_tvfs_ev"
+        )
+        assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
+            n: 0 for n in models
+        }
         for name, (sql, closed) in models.items():
             path = table_path(project, name)
-            watermark = datetime.fromtimestamp(commits(path)[-1]["watermark_ms"] / 1000, timezone.utc)
+            watermark = datetime.fromtimestamp(
+                commits(path)[-1]["watermark_ms"] / 1000, timezone.utc
+            )
             everything = batch_rows(schema, sql)
             expected = [r for r in everything if closed(r, watermark)]
             assert rows(path) == expected, name

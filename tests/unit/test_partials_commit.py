@@ -1,6 +1,7 @@
 """The state_ttl partials table (delta/partials.py), with delta-rs only: NULL keys match,
 expired partials are deleted, and every batch records its app transaction, even one that
 changes nothing (it is what says the batch is done)."""
+
 import pyarrow as pa
 from deltalake import DeltaTable
 
@@ -8,8 +9,13 @@ from dbt.adapters.spark_streaming.delta.partials import PartialsCommitter
 
 
 def partials(keys, counts, updated_ms):
-    return pa.table({"__k0": pa.array(keys, pa.string()), "__p0": pa.array(counts, pa.int64()),
-                     "__updated_ms": pa.array([updated_ms] * len(keys), pa.int64())})
+    return pa.table(
+        {
+            "__k0": pa.array(keys, pa.string()),
+            "__p0": pa.array(counts, pa.int64()),
+            "__updated_ms": pa.array([updated_ms] * len(keys), pa.int64()),
+        }
+    )
 
 
 def stored(c: PartialsCommitter) -> list[tuple]:

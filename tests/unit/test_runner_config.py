@@ -1,31 +1,38 @@
 """The trigger / continuous config of continuous mode (runtime/runner.py), without Spark."""
+
 import pytest
 
 from dbt.adapters.spark_streaming.errors import StreamingError
 from dbt.adapters.spark_streaming.runtime.runner import processing_time, status_table
 
 
-@pytest.mark.parametrize("config, interval", [
-    ({}, None),
-    ({"trigger": "available_now"}, None),
-    ({"trigger": {"available_now": True}}, None),
-    ({"continuous": False}, None),
-    ({"continuous": True}, "10 seconds"),
-    ({"trigger": {"processing_time": "2 seconds"}}, "2 seconds"),
-    ({"trigger": {"processing_time": "1 minute"}, "continuous": True}, "1 minute"),
-])
+@pytest.mark.parametrize(
+    "config, interval",
+    [
+        ({}, None),
+        ({"trigger": "available_now"}, None),
+        ({"trigger": {"available_now": True}}, None),
+        ({"continuous": False}, None),
+        ({"continuous": True}, "10 seconds"),
+        ({"trigger": {"processing_time": "2 seconds"}}, "2 seconds"),
+        ({"trigger": {"processing_time": "1 minute"}, "continuous": True}, "1 minute"),
+    ],
+)
 def test_interval(config, interval):
     assert processing_time(config) == interval
 
 
-@pytest.mark.parametrize("config", [
-    {"trigger": "sometimes"},
-    {"trigger": {"processing_time": "soon"}},
-    {"trigger": {"processing_time": "0 seconds"}},
-    {"trigger": {"processing_time": "1 second", "available_now": True}},
-    {"trigger": {"processing_time": "1 second"}, "continuous": False},
-    {"continuous": "yes"},
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"trigger": "sometimes"},
+        {"trigger": {"processing_time": "soon"}},
+        {"trigger": {"processing_time": "0 seconds"}},
+        {"trigger": {"processing_time": "1 second", "available_now": True}},
+        {"trigger": {"processing_time": "1 second"}, "continuous": False},
+        {"continuous": "yes"},
+    ],
+)
 def test_bad_config(config):
     with pytest.raises(StreamingError) as err:
         processing_time(config)
@@ -33,11 +40,46 @@ def test_bad_config(config):
 
 
 def test_status_table():
-    text = status_table([{"model": "a.m", "state": "running", "runner": "pid 7 every 2 seconds", "last_batch": 3,
-                          "input_rows_per_s": 12.5, "watermark": None, "lag_versions": {"a.bids": 0},
-                          "late_rows": 0, "last_error": None}])
+    text = status_table(
+        [
+            {
+                "model": "a.m",
+                "state": "running",
+                "runner": "pid 7 every 2 seconds",
+                "last_batch": 3,
+                "input_rows_per_s": 12.5,
+                "watermark": None,
+                "lag_versions": {"a.bids": 0},
+                "late_rows": 0,
+                "last_error": None,
+            }
+        ]
+    )
     header, line = text.splitlines()
-    assert header.split() == ["model", "state", "runner", "last_batch", "input_rows_per_s", "watermark",
-                              "lag_versions", "late_rows", "last_error"]
-    assert line.split() == ["a.m", "running", "pid", "7", "every", "2", "seconds", "3", "12.5", "-", "a.bids",
-                            "0", "0", "-"]
+    assert header.split() == [
+        "model",
+        "state",
+        "runner",
+        "last_batch",
+        "input_rows_per_s",
+        "watermark",
+        "lag_versions",
+        "late_rows",
+        "last_error",
+    ]
+    assert line.split() == [
+        "a.m",
+        "running",
+        "pid",
+        "7",
+        "every",
+        "2",
+        "seconds",
+        "3",
+        "12.5",
+        "-",
+        "a.bids",
+        "0",
+        "0",
+        "-",
+    ]

@@ -19,28 +19,41 @@ def plan(sql: str):
 
 
 def test_window_aggregate_drops_late_rows_and_open_windows():
-    p = plan(f"SELECT window_start, item, SUM(price) AS total FROM {TUMBLE} "
-             "GROUP BY window_start, window_end, item HAVING SUM(price) > 1")
+    p = plan(
+        f"SELECT window_start, item, SUM(price) AS total FROM {TUMBLE} "
+        "GROUP BY window_start, window_end, item HAVING SUM(price) > 1"
+    )
     assert p.emitted_sql({"analytics.bids": "b"}, 1_000_000) == norm(
         "SELECT __w.start AS window_start, item, SUM(price) AS total "
         f"FROM (SELECT * FROM {INNER} WHERE __w.end > __dss_late_wm) AS bids GROUP BY __w, item "
-        "HAVING SUM(price) > 1 AND MAX(__w.end) <= TIMESTAMP_MICROS(1000000)")
-    assert p.late_rows_sql({"analytics.bids": "b"}) == [norm(
-        "SELECT * EXCEPT (__w, __dss_late_wm), __w.start AS window_start, __w.end AS window_end, "
-        f"__dss_late_wm AS batch_watermark FROM {INNER} WHERE __w.end <= __dss_late_wm")]
+        "HAVING SUM(price) > 1 AND MAX(__w.end) <= TIMESTAMP_MICROS(1000000)"
+    )
+    assert p.late_rows_sql({"analytics.bids": "b"}) == [
+        norm(
+            "SELECT * EXCEPT (__w, __dss_late_wm), __w.start AS window_start, __w.end AS window_end, "
+            f"__dss_late_wm AS batch_watermark FROM {INNER} WHERE __w.end <= __dss_late_wm"
+        )
+    ]
 
 
 def test_window_aggregate_in_a_cte_is_found():
-    p = plan(f"WITH t AS (SELECT window_start, window_end, COUNT(*) AS n FROM {TUMBLE} "
-             "GROUP BY window_start, window_end) SELECT * FROM t WHERE n > 2")
+    p = plan(
+        f"WITH t AS (SELECT window_start, window_end, COUNT(*) AS n FROM {TUMBLE} "
+        "GROUP BY window_start, window_end) SELECT * FROM t WHERE n > 2"
+    )
     sql = p.emitted_sql({"analytics.bids": "b"}, 0)
-    assert "WHERE __w.end > __dss_late_wm" in sql and "HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)" in sql
+    assert (
+        "WHERE __w.end > __dss_late_wm" in sql
+        and "HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)" in sql
+    )
     assert len(p.late_rows_sql({"analytics.bids": "b"})) == 1
 
 
 def test_stateless_queries_emit_everything_read():
-    for sql in (f"SELECT item, window_start FROM {TUMBLE} WHERE price > 1",
-                "SELECT item FROM analytics.bids"):
+    for sql in (
+        f"SELECT item, window_start FROM {TUMBLE} WHERE price > 1",
+        "SELECT item FROM analytics.bids",
+    ):
         p = plan(sql)
         assert p.emitted_sql({"analytics.bids": "b"}, 5) == p.sql_for({"analytics.bids": "b"})
         assert p.late_rows_sql({"analytics.bids": "b"}) == []
@@ -58,8 +71,12 @@ BIND = {"analytics.lt": "l", "analytics.rt": "r"}
 
 
 def join_plan(kind: str, extra: str = ""):
-    return compile_query(f"SELECT L.num, R.num AS r FROM {T5.format('lt')} L {kind} JOIN {T5.format('rt')} R "
-                         f"ON L.num = R.num AND {BOUNDS}{extra}", schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
+    return compile_query(
+        f"SELECT L.num, R.num AS r FROM {T5.format('lt')} L {kind} JOIN {T5.format('rt')} R "
+        f"ON L.num = R.num AND {BOUNDS}{extra}",
+        schemas=JOIN_SCHEMAS,
+        watermark_delay="1 minute",
+    )
 
 
 def test_window_join_sides_drop_late_rows():
@@ -73,9 +90,13 @@ def test_window_join_sides_drop_late_rows():
 def test_outer_window_join_emits_unmatched_rows_of_closed_windows():
     p = join_plan("LEFT", " AND L.id <> 'x' AND R.id <> 'y' AND L.id < R.id")
     where = p.emitted_sql(BIND, 7).split(" WHERE ")[-1]
-    assert where == norm(
-        "SELECT 1 WHERE (NOT L.__w IS NULL AND NOT R.__w IS NULL) OR COALESCE(L.__w.end, R.__w.end) <= "
-        "TIMESTAMP_MICROS(7) OR (NOT L.__w IS NULL AND NOT (COALESCE(L.id <> 'x', FALSE)))").split(" WHERE ")[-1]
+    assert (
+        where
+        == norm(
+            "SELECT 1 WHERE (NOT L.__w IS NULL AND NOT R.__w IS NULL) OR COALESCE(L.__w.end, R.__w.end) <= "
+            "TIMESTAMP_MICROS(7) OR (NOT L.__w IS NULL AND NOT (COALESCE(L.id <> 'x', FALSE)))"
+        ).split(" WHERE ")[-1]
+    )
     full = join_plan("FULL", " AND L.id <> 'x' AND R.id <> 'y'").emitted_sql(BIND, 7)
     # FULL: the rewrite adds IS NOT NULL on each equated key (Spark's streaming FULL join matches
     # NULL keys): a row with a NULL key fails its own side's conditions and is emitted at once.
@@ -88,11 +109,16 @@ def test_outer_window_join_emits_unmatched_rows_of_closed_windows():
 def test_window_join_of_window_aggregates_drops_late_rows_once_and_keeps_closed_windows():
     """A side that is a window aggregate drops late rows and keeps closed windows in the aggregate
     (HAVING), not again below the join; its late rows are listed once per aggregate."""
-    agg = ("(SELECT num, window_start, window_end, COUNT(*) AS c FROM {} "
-           "GROUP BY window_start, window_end, num)")
-    p = compile_query(f"SELECT L.num, L.c, R.c AS r FROM {agg.format(T5.format('lt'))} L LEFT JOIN "
-                      f"{agg.format(T5.format('rt'))} R ON L.num = R.num AND {BOUNDS}",
-                      schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
+    agg = (
+        "(SELECT num, window_start, window_end, COUNT(*) AS c FROM {} "
+        "GROUP BY window_start, window_end, num)"
+    )
+    p = compile_query(
+        f"SELECT L.num, L.c, R.c AS r FROM {agg.format(T5.format('lt'))} L LEFT JOIN "
+        f"{agg.format(T5.format('rt'))} R ON L.num = R.num AND {BOUNDS}",
+        schemas=JOIN_SCHEMAS,
+        watermark_delay="1 minute",
+    )
     sql = p.emitted_sql(BIND, 7)
     assert sql.count("WHERE __w.end > __dss_late_wm") == 2
     assert sql.count("HAVING MAX(__w.end) <= TIMESTAMP_MICROS(7)") == 2

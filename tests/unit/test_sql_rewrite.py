@@ -30,8 +30,14 @@ def compile_(sql, delay="1 minute", materialization="streaming_view", dimensions
     enrichment models."""
     if dimensions is None:
         dimensions = ["analytics.items"] if "analytics.items" in sql.lower() else []
-    return compile_query(sql, schemas=SCHEMAS, watermark_delay=delay,
-                         materialization=materialization, dimensions=dimensions, **kw)
+    return compile_query(
+        sql,
+        schemas=SCHEMAS,
+        watermark_delay=delay,
+        materialization=materialization,
+        dimensions=dimensions,
+        **kw,
+    )
 
 
 REWRITES = [
@@ -50,7 +56,9 @@ REWRITES = [
         f"COUNT(*) AS bids FROM {INNER} AS bids GROUP BY __w, item",
         id="flip145-tumble-aggregate",
     ),
-    pytest.param(f"SELECT * FROM {TUMBLE}", f"SELECT * FROM ({PROJ}) AS bids", id="flip145-select-star"),
+    pytest.param(
+        f"SELECT * FROM {TUMBLE}", f"SELECT * FROM ({PROJ}) AS bids", id="flip145-select-star"
+    ),
     pytest.param(
         f"SELECT item, window_start FROM {TUMBLE} AS t WHERE price > 2",
         f"SELECT item, window_start FROM ({PROJ}) AS t WHERE price > 2",
@@ -166,7 +174,9 @@ def test_argument_forms_are_equivalent(tvf):
     plan = compile_(AGG.format(tvf))
     assert plan.spark_sql == compile_(AGG.format(TABLE_FORMS[0])).spark_sql
     assert plan.sources == ("analytics.bids",)
-    assert plan.windows == (WindowSpec("analytics.bids", "bidtime", "tumble", 10 * MIN, 10 * MIN, 0),)
+    assert plan.windows == (
+        WindowSpec("analytics.bids", "bidtime", "tumble", 10 * MIN, 10 * MIN, 0),
+    )
 
 
 INTERVALS = [
@@ -206,7 +216,8 @@ def test_interval_spellings(interval, us, spark):
 def test_offset(offset, us, spark, named):
     arg = f"OFFSET => {offset}" if named else offset
     sql = AGG.format(
-        f"TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES, {arg}))")
+        f"TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES, {arg}))"
+    )
     plan = compile_(sql)
     assert plan.windows[0].offset_us == us
     assert f"'600 seconds', '600 seconds', '{spark}')" in plan.spark_sql
@@ -232,7 +243,10 @@ def test_hop(hop):
 def test_plan_metadata():
     plan = compile_(
         f"SELECT b.item, i.name FROM {TUMBLE} AS b JOIN `Analytics`.`Items` i ON b.item = i.id "
-        "JOIN analytics.bids x ON x.item = b.item", delay="30 seconds", dimensions=("items", "bids"))
+        "JOIN analytics.bids x ON x.item = b.item",
+        delay="30 seconds",
+        dimensions=("items", "bids"),
+    )
     assert plan.sources == ("analytics.bids", "analytics.items")
     assert plan.watermark_delay_us == 30_000_000
     assert plan.kind == "append"
@@ -255,7 +269,9 @@ def test_updating_allowed_in_upsert_table(sql):
 def test_sql_for_binds_sources():
     plan = compile_(
         f"SELECT b.item, bids.name FROM {TUMBLE} AS b JOIN analytics.items AS i ON b.item = i.id "
-        "JOIN other.bids ON bids.id = i.id", dimensions=("analytics.items", "other.bids"))
+        "JOIN other.bids ON bids.id = i.id",
+        dimensions=("analytics.items", "other.bids"),
+    )
     out = plan.sql_for({"analytics.bids": "ssv_src_1", "analytics.items": "ssv_src_2"})
     assert "analytics." not in out
     assert "FROM ssv_src_1 WATERMARK bidtime" in out
@@ -270,7 +286,9 @@ def test_fingerprint_stable_under_formatting():
     a = compile_(AGG.format(TUMBLE))
     b = compile_(
         "-- my model\nselect   window_start,\n  window_end, /* n */ COUNT(*)   as n\nfrom\n"
-        + TUMBLE + "\n  group by window_start,window_end\n")
+        + TUMBLE
+        + "\n  group by window_start,window_end\n"
+    )
     c = compile_(AGG.format(TUMBLE).replace("COUNT(*)", "SUM(price)"))
     assert a.fingerprint == b.fingerprint
     assert a.fingerprint != c.fingerprint
@@ -294,7 +312,9 @@ def test_sql_for_without_tree_reparses_spark_sql():
 def test_sources_in_order_of_appearance_without_ctes():
     plan = compile_(
         "WITH a AS (SELECT * FROM s.z) SELECT * FROM a JOIN s.y ON a.k = y.k "
-        "JOIN `S`.`Z` AS z2 ON z2.k = a.k JOIN x ON x.k = a.k", dimensions=("s.y", "x", "s.z"))
+        "JOIN `S`.`Z` AS z2 ON z2.k = a.k JOIN x ON x.k = a.k",
+        dimensions=("s.y", "x", "s.z"),
+    )
     assert plan.sources == ("s.z", "s.y", "x")
 
 
@@ -303,13 +323,17 @@ CUM = "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MI
 K = "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime), 600000000) DIV 120000000 + 1, 5)) AS __k"
 CUM_INNER = f"(SELECT *, {W10}, {K} FROM analytics.bids {WM})"
 CUM_END = "__w.start + __k * INTERVAL '120' SECONDS"
-CUM_WINDOWS = (f"__w.start AS window_start, {CUM_END} AS window_end, "
-               f"{CUM_END} - INTERVAL '1' MILLISECOND AS window_time")
+CUM_WINDOWS = (
+    f"__w.start AS window_start, {CUM_END} AS window_end, "
+    f"{CUM_END} - INTERVAL '1' MILLISECOND AS window_time"
+)
 # SESSION: Spark's session_window; without PARTITION BY a constant key __p.
 SES = "TABLE(SESSION(TABLE analytics.bids PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))"
 SES_W = "SESSION_WINDOW(bidtime, '300 seconds') AS __w"
-SES_WINDOWS = ("__w.start AS window_start, __w.end AS window_end, "
-               "__w.end - INTERVAL '1' MILLISECOND AS window_time")
+SES_WINDOWS = (
+    "__w.start AS window_start, __w.end AS window_end, "
+    "__w.end - INTERVAL '1' MILLISECOND AS window_time"
+)
 
 CUMULATE_SESSION_REWRITES = [
     pytest.param(
@@ -412,7 +436,9 @@ CUMULATE_FORMS = [
 def test_cumulate_argument_forms_are_equivalent(tvf):
     plan = compile_(AGG.format(tvf))
     assert plan.spark_sql == compile_(AGG.format(CUMULATE_FORMS[0])).spark_sql
-    assert plan.windows == (WindowSpec("analytics.bids", "bidtime", "cumulate", 10 * MIN, 2 * MIN, 0),)
+    assert plan.windows == (
+        WindowSpec("analytics.bids", "bidtime", "cumulate", 10 * MIN, 2 * MIN, 0),
+    )
 
 
 SESSION_FORMS = [
@@ -431,7 +457,9 @@ def test_session_argument_forms_are_equivalent(tvf):
     sql = "SELECT window_start, window_end, item, COUNT(*) AS n FROM {} GROUP BY window_start, window_end, item"
     plan = compile_(sql.format(tvf))
     assert plan.spark_sql == compile_(sql.format(SESSION_FORMS[0])).spark_sql
-    assert plan.windows == (WindowSpec("analytics.bids", "bidtime", "session", 5 * MIN, 5 * MIN, 0, ("item",)),)
+    assert plan.windows == (
+        WindowSpec("analytics.bids", "bidtime", "session", 5 * MIN, 5 * MIN, 0, ("item",)),
+    )
 
 
 @pytest.mark.parametrize("interval,us,spark", INTERVALS)
@@ -442,60 +470,90 @@ def test_session_gap_spellings(interval, us, spark):
     assert f"SESSION_WINDOW(bidtime, '{spark}') AS __w" in plan.spark_sql
 
 
-@pytest.mark.parametrize("offset,us,normalized", [
-    ("INTERVAL '1' MINUTES", MIN, "- 60000000"), ("INTERVAL '-1' MINUTES", -MIN, "- 540000000"),
-    ("-INTERVAL '3' MINUTE", -3 * MIN, "- 420000000"), ("INTERVAL '0' SECONDS", 0, ""),
-])
+@pytest.mark.parametrize(
+    "offset,us,normalized",
+    [
+        ("INTERVAL '1' MINUTES", MIN, "- 60000000"),
+        ("INTERVAL '-1' MINUTES", -MIN, "- 540000000"),
+        ("-INTERVAL '3' MINUTE", -3 * MIN, "- 420000000"),
+        ("INTERVAL '0' SECONDS", 0, ""),
+    ],
+)
 @pytest.mark.parametrize("named", [False, True])
 def test_cumulate_offset(offset, us, normalized, named):
     arg = f"OFFSET => {offset}" if named else offset
-    plan = compile_(AGG.format(
-        f"TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES, {arg}))"))
+    plan = compile_(
+        AGG.format(
+            f"TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES, {arg}))"
+        )
+    )
     assert plan.windows[0].offset_us == us
     assert f"'600 seconds', '600 seconds', '{us // 1_000_000} seconds') AS __w" in plan.spark_sql
-    assert f"PMOD(UNIX_MICROS(bidtime){' ' + normalized if normalized else ''}, 600000000)" in plan.spark_sql
+    assert (
+        f"PMOD(UNIX_MICROS(bidtime){' ' + normalized if normalized else ''}, 600000000)"
+        in plan.spark_sql
+    )
 
 
 def test_cumulate_session_sql_for_binds_sources():
     for tvf in (CUM, SES):
         plan = compile_(f"SELECT * FROM {tvf}")
         out = plan.sql_for({"analytics.bids": "v1"})
-        assert "FROM v1 WATERMARK bidtime DELAY OF INTERVAL '60' SECONDS" in out and "analytics." not in out
+        assert (
+            "FROM v1 WATERMARK bidtime DELAY OF INTERVAL '60' SECONDS" in out
+            and "analytics." not in out
+        )
 
 
 def test_session_group_keys_may_be_qualified():
-    plan = compile_(f"SELECT b.item, window_start, window_end, COUNT(*) FROM {SES} AS b "
-                    "JOIN analytics.items AS i ON b.item = i.id GROUP BY b.item, window_start, window_end")
+    plan = compile_(
+        f"SELECT b.item, window_start, window_end, COUNT(*) FROM {SES} AS b "
+        "JOIN analytics.items AS i ON b.item = i.id GROUP BY b.item, window_start, window_end"
+    )
     assert plan.spark_sql.endswith("GROUP BY b.item, __w")
 
 
 def test_session_in_upsert_table():
     sql = f"SELECT item, COUNT(*) FROM {SES} GROUP BY item"
-    assert compile_(sql, materialization="upsert_table", constant_domain=["item"]).kind == "updating"
+    assert (
+        compile_(sql, materialization="upsert_table", constant_domain=["item"]).kind == "updating"
+    )
     with pytest.raises(SqlError) as info:  # SESSION rows are closed by the watermark
         compile_(sql, delay=None, materialization="upsert_table")
     assert info.value.code == "SSV105"
 
 
 # Window Top-N / deduplication: ROW_NUMBER() over the rows of a window TVF, filtered by rownum.
-def topn(tvf=TUMBLE, partition="window_start, window_end", order="price DESC", where="rownum <= 3",
-         select="*", outer="*"):
-    return (f"SELECT {outer} FROM (SELECT {select}, ROW_NUMBER() OVER (PARTITION BY {partition} "
-            f"ORDER BY {order}) AS rownum FROM {tvf}) WHERE {where}")
+def topn(
+    tvf=TUMBLE,
+    partition="window_start, window_end",
+    order="price DESC",
+    where="rownum <= 3",
+    select="*",
+    outer="*",
+):
+    return (
+        f"SELECT {outer} FROM (SELECT {select}, ROW_NUMBER() OVER (PARTITION BY {partition} "
+        f"ORDER BY {order}) AS rownum FROM {tvf}) WHERE {where}"
+    )
 
 
 def cmp_(field, a_null, a_less):
     """The comparator term of one ORDER BY key: a_null = its value when only __a is NULL,
     a_less = its value when __a < __b (-1: __a first)."""
     a, b = f"__a.{field}", f"__b.{field}"
-    return (f"NULLIF(CASE WHEN {a} IS NULL AND {b} IS NULL THEN 0 WHEN {a} IS NULL THEN {a_null} "
-            f"WHEN {b} IS NULL THEN {-a_null} WHEN {a} < {b} THEN {a_less} WHEN {a} > {b} THEN {-a_less} "
-            "ELSE 0 END, 0)")
+    return (
+        f"NULLIF(CASE WHEN {a} IS NULL AND {b} IS NULL THEN 0 WHEN {a} IS NULL THEN {a_null} "
+        f"WHEN {b} IS NULL THEN {-a_null} WHEN {a} < {b} THEN {a_less} WHEN {a} > {b} THEN {-a_less} "
+        "ELSE 0 END, 0)"
+    )
 
 
 ROW = "bidtime AS bidtime, price AS price, item AS item"
-OUT = ("__r.bidtime AS bidtime, __r.price AS price, __r.item AS item, __w.start AS window_start, "
-       "__w.end AS window_end, __w.end - INTERVAL '1' MILLISECOND AS window_time, __i + 1 AS rownum")
+OUT = (
+    "__r.bidtime AS bidtime, __r.price AS price, __r.item AS item, __w.start AS window_start, "
+    "__w.end AS window_end, __w.end - INTERVAL '1' MILLISECOND AS window_time, __i + 1 AS rownum"
+)
 
 
 def test_window_topn_rewrite():
@@ -506,49 +564,95 @@ def test_window_topn_rewrite():
         f"SELECT * FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT({OUT}))) FROM ("
         f"SELECT __w, SLICE(ARRAY_SORT(COLLECT_LIST(STRUCT(price AS __o0, {ROW})), "
         f"(__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)), 1, 3) AS __top "
-        f"FROM {INNER} AS bids GROUP BY __w, item)) WHERE rownum <= 3")
+        f"FROM {INNER} AS bids GROUP BY __w, item)) WHERE rownum <= 3"
+    )
     assert plan.kind == "append"
 
 
-@pytest.mark.parametrize("order,terms", [
-    ("price DESC", [cmp_("__o0", 1, 1)]),  # Spark's ROW_NUMBER: DESC puts NULLs last
-    ("price", [cmp_("__o0", -1, -1)]),  # ASC: NULLs first
-    ("price DESC NULLS FIRST, bidtime ASC NULLS LAST", [cmp_("__o0", -1, 1), cmp_("__o1", 1, -1)]),
-])
+@pytest.mark.parametrize(
+    "order,terms",
+    [
+        ("price DESC", [cmp_("__o0", 1, 1)]),  # Spark's ROW_NUMBER: DESC puts NULLs last
+        ("price", [cmp_("__o0", -1, -1)]),  # ASC: NULLs first
+        (
+            "price DESC NULLS FIRST, bidtime ASC NULLS LAST",
+            [cmp_("__o0", -1, 1), cmp_("__o1", 1, -1)],
+        ),
+    ],
+)
 def test_window_topn_order(order, terms):
     sql = compile_(topn(order=order)).spark_sql
     assert f"(__a, __b) -> COALESCE({', '.join(terms)}, 0)" in sql
 
 
-@pytest.mark.parametrize("where,n", [("rownum <= 3", 3), ("rownum < 4", 3), ("3 >= rownum", 3),
-                                     ("4 > rownum", 3), ("rownum BETWEEN 1 AND 3", 3), ("(rownum <= 3)", 3),
-                                     ("rownum = 1", 1), ("1 = rownum", 1), ("rownum <= 1", 1), ("rownum < 2", 1)])
+@pytest.mark.parametrize(
+    "where,n",
+    [
+        ("rownum <= 3", 3),
+        ("rownum < 4", 3),
+        ("3 >= rownum", 3),
+        ("4 > rownum", 3),
+        ("rownum BETWEEN 1 AND 3", 3),
+        ("(rownum <= 3)", 3),
+        ("rownum = 1", 1),
+        ("1 = rownum", 1),
+        ("rownum <= 1", 1),
+        ("rownum < 2", 1),
+    ],
+)
 def test_window_topn_limit_forms(where, n):
     sql = compile_(topn(where=where)).spark_sql
-    assert f", 1, {n}) AS __top" in sql and sql.endswith(f"WHERE {norm('SELECT 1 WHERE ' + where)[15:]}")
+    assert f", 1, {n}) AS __top" in sql and sql.endswith(
+        f"WHERE {norm('SELECT 1 WHERE ' + where)[15:]}"
+    )
 
 
 def test_window_dedup_explicit_columns_and_qualified_rownum():
-    plan = compile_(topn(select="item, price, window_end", order="bidtime DESC", where="t.rownum = 1",
-                         outer="item, rownum") .replace(") WHERE", ") AS t WHERE"))
-    assert plan.spark_sql.startswith(norm(
-        "SELECT item, rownum FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT(__r.item AS item, "
-        "__r.price AS price, __w.end AS window_end, __i + 1 AS rownum))) FROM (SELECT __w, "
-        f"SLICE(ARRAY_SORT(COLLECT_LIST(STRUCT(bidtime AS __o0, {ROW})), "
-        f"(__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)), 1, 1) AS __top FROM {INNER} AS bids GROUP BY __w)) AS t"))
+    plan = compile_(
+        topn(
+            select="item, price, window_end",
+            order="bidtime DESC",
+            where="t.rownum = 1",
+            outer="item, rownum",
+        ).replace(") WHERE", ") AS t WHERE")
+    )
+    assert plan.spark_sql.startswith(
+        norm(
+            "SELECT item, rownum FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT(__r.item AS item, "
+            "__r.price AS price, __w.end AS window_end, __i + 1 AS rownum))) FROM (SELECT __w, "
+            f"SLICE(ARRAY_SORT(COLLECT_LIST(STRUCT(bidtime AS __o0, {ROW})), "
+            f"(__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)), 1, 1) AS __top FROM {INNER} AS bids GROUP BY __w)) AS t"
+        )
+    )
 
 
 def test_window_topn_inner_where_is_kept():
-    sql = compile_(topn(select="*", order="price").replace(f"FROM {TUMBLE})", f"FROM {TUMBLE} WHERE price > 1)")).spark_sql
+    sql = compile_(
+        topn(select="*", order="price").replace(
+            f"FROM {TUMBLE})", f"FROM {TUMBLE} WHERE price > 1)"
+        )
+    ).spark_sql
     assert f"FROM {INNER} AS bids WHERE price > 1 GROUP BY __w)" in sql
 
 
 def test_window_topn_hop_and_cumulate():
-    hop = compile_(topn(tvf="TABLE(HOP(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, "
-                            "INTERVAL '10' MINUTES))")).spark_sql
-    assert "WINDOW(bidtime, '600 seconds', '300 seconds', '0 seconds') AS __w" in hop and "GROUP BY __w)" in hop
-    cum = compile_(topn(tvf="TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, "
-                            "INTERVAL '10' MINUTES))", partition="window_end, window_start, item")).spark_sql
+    hop = compile_(
+        topn(
+            tvf="TABLE(HOP(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, "
+            "INTERVAL '10' MINUTES))"
+        )
+    ).spark_sql
+    assert (
+        "WINDOW(bidtime, '600 seconds', '300 seconds', '0 seconds') AS __w" in hop
+        and "GROUP BY __w)" in hop
+    )
+    cum = compile_(
+        topn(
+            tvf="TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, "
+            "INTERVAL '10' MINUTES))",
+            partition="window_end, window_start, item",
+        )
+    ).spark_sql
     assert "SELECT __w, __k, SLICE(" in cum and "GROUP BY __w, __k, item)" in cum
     assert "__w.start + __k * INTERVAL '120' SECONDS AS window_end" in cum
 
@@ -557,7 +661,10 @@ def test_window_topn_is_found_by_the_oracle():
     """snapshot_equivalence: the Top-N aggregate groups by __w over the windowed input."""
     plan = compile_(topn())
     emitted = plan.emitted_sql({"analytics.bids": "b"}, 0)
-    assert "WHERE __w.end > __dss_late_wm) AS bids GROUP BY __w HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)" in emitted
+    assert (
+        "WHERE __w.end > __dss_late_wm) AS bids GROUP BY __w HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)"
+        in emitted
+    )
     assert len(plan.late_rows_sql({"analytics.bids": "b"})) == 1
 
 
@@ -570,18 +677,28 @@ def test_window_topn_in_a_cte_and_in_upsert_table():
 
 
 # Window Top-N over a window aggregate (FLIP-145's example): the two aggregates chain.
-SUPPLIERS = {"analytics.bid": {"bidtime": "timestamp", "price": "decimal(10,2)", "item": "string",
-                               "supplier_id": "string"}}
-BID_AGG = ("SELECT window_start, window_end, supplier_id, SUM(price) as price, COUNT(*) as cnt "
-           "FROM TABLE(TUMBLE(TABLE analytics.Bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)) "
-           "GROUP BY window_start, window_end, supplier_id")
+SUPPLIERS = {
+    "analytics.bid": {
+        "bidtime": "timestamp",
+        "price": "decimal(10,2)",
+        "item": "string",
+        "supplier_id": "string",
+    }
+}
+BID_AGG = (
+    "SELECT window_start, window_end, supplier_id, SUM(price) as price, COUNT(*) as cnt "
+    "FROM TABLE(TUMBLE(TABLE analytics.Bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)) "
+    "GROUP BY window_start, window_end, supplier_id"
+)
 FLIP145_TOPN = f"""SELECT * FROM (
     SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) as rownum
     FROM ({BID_AGG})
   ) WHERE rownum <= 3"""
-BID_INNER = (f"(SELECT *, {W10} FROM analytics.bid {WM}) AS bid")
-AGG_OUT = ("__r.window_start AS window_start, __r.window_end AS window_end, __r.supplier_id AS supplier_id, "
-           "__r.price AS price, __r.cnt AS cnt")
+BID_INNER = f"(SELECT *, {W10} FROM analytics.bid {WM}) AS bid"
+AGG_OUT = (
+    "__r.window_start AS window_start, __r.window_end AS window_end, __r.supplier_id AS supplier_id, "
+    "__r.price AS price, __r.cnt AS cnt"
+)
 AGG_ROW = "window_start AS window_start, window_end AS window_end, supplier_id AS supplier_id, price AS price, cnt AS cnt"
 
 
@@ -595,7 +712,8 @@ def test_window_topn_over_window_aggregate_rewrite():
         f"FROM (SELECT __w, SLICE(ARRAY_SORT(COLLECT_LIST(STRUCT(price AS __o0, {AGG_ROW})), "
         f"(__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)), 1, 3) AS __top "
         "FROM (SELECT __w.start AS window_start, __w.end AS window_end, supplier_id, SUM(price) AS price, "
-        f"COUNT(*) AS cnt, __w FROM {BID_INNER} GROUP BY __w, supplier_id) GROUP BY __w)) WHERE rownum <= 3")
+        f"COUNT(*) AS cnt, __w FROM {BID_INNER} GROUP BY __w, supplier_id) GROUP BY __w)) WHERE rownum <= 3"
+    )
     assert (plan.kind, plan.sources) == ("append", ("analytics.bid",))
     # snapshot_equivalence: only the first aggregate reads the windowed input, drops late rows
     # and waits for the watermark; the Top-N ranks the windows it has emitted.
@@ -608,36 +726,63 @@ def test_window_topn_over_window_aggregate_rewrite():
 def test_window_topn_over_window_aggregate_variants():
     """Aliased, qualified and renamed window bounds, explicit columns, a filter between the
     aggregates, CUMULATE (ranked per cumulative window: __w and __k) and partition keys."""
-    agg = ("SELECT t.window_start AS ws, window_end, supplier_id, item, SUM(price) AS total FROM TABLE(CUMULATE("
-           "TABLE analytics.bid, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES)) AS t "
-           "GROUP BY window_start, window_end, supplier_id, item")
-    sql = (f"SELECT ws, supplier_id, total, r FROM (SELECT supplier_id, a.total, ws, RANK() OVER (PARTITION BY "
-           f"a.ws, item, window_end ORDER BY total DESC) AS r FROM ({agg}) AS a WHERE total > 2) WHERE r <= 2")
+    agg = (
+        "SELECT t.window_start AS ws, window_end, supplier_id, item, SUM(price) AS total FROM TABLE(CUMULATE("
+        "TABLE analytics.bid, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES)) AS t "
+        "GROUP BY window_start, window_end, supplier_id, item"
+    )
+    sql = (
+        f"SELECT ws, supplier_id, total, r FROM (SELECT supplier_id, a.total, ws, RANK() OVER (PARTITION BY "
+        f"a.ws, item, window_end ORDER BY total DESC) AS r FROM ({agg}) AS a WHERE total > 2) WHERE r <= 2"
+    )
     plan = compile_query(sql, schemas=SUPPLIERS, watermark_delay="1 minute")
     out = plan.spark_sql
-    assert ("GROUP BY __w, __k, supplier_id, item) AS a WHERE total > 2 GROUP BY __w, __k, item)" in out)
+    assert (
+        "GROUP BY __w, __k, supplier_id, item) AS a WHERE total > 2 GROUP BY __w, __k, item)" in out
+    )
     assert "SUM(price) AS total, __w, __k FROM (SELECT *, WINDOW(bidtime, '600 seconds'" in out
-    assert ("STRUCT(__r.supplier_id AS supplier_id, __r.total AS total, __r.ws AS ws, "
-            "ARRAY_MAX(FILTER(SLICE(__starts, 1, 2), __j -> __j <= __i + 1)) AS r)") in out
+    assert (
+        "STRUCT(__r.supplier_id AS supplier_id, __r.total AS total, __r.ws AS ws, "
+        "ARRAY_MAX(FILTER(SLICE(__starts, 1, 2), __j -> __j <= __i + 1)) AS r)"
+    ) in out
     assert out.startswith("SELECT ws, supplier_id, total, r FROM (SELECT INLINE(")
     assert plan.kind == "append"
     # in an upsert_table: keyed by window, partition keys and row number (ROW_NUMBER only)
-    plan = compile_query(FLIP145_TOPN, schemas=SUPPLIERS, watermark_delay="1 minute", materialization="upsert_table")
-    assert (plan.output_mode, plan.upsert.unique_key) == ("append", ("window_start", "window_end", "rownum"))
+    plan = compile_query(
+        FLIP145_TOPN, schemas=SUPPLIERS, watermark_delay="1 minute", materialization="upsert_table"
+    )
+    assert (plan.output_mode, plan.upsert.unique_key) == (
+        "append",
+        ("window_start", "window_end", "rownum"),
+    )
 
 
-STARTS = ("FILTER(SEQUENCE(1, SIZE(__top)), __j -> __j = 1 OR COALESCE({}, 0) <> 0) AS __starts").format(
-    cmp_("__o0", 1, 1).replace("__a.", "ELEMENT_AT(__top, GREATEST(__j - 1, 1)).").replace("__b.", "ELEMENT_AT(__top, __j)."))
+STARTS = (
+    "FILTER(SEQUENCE(1, SIZE(__top)), __j -> __j = 1 OR COALESCE({}, 0) <> 0) AS __starts"
+).format(
+    cmp_("__o0", 1, 1)
+    .replace("__a.", "ELEMENT_AT(__top, GREATEST(__j - 1, 1)).")
+    .replace("__b.", "ELEMENT_AT(__top, __j).")
+)
 
 
-@pytest.mark.parametrize("function,kept,rank", [
-    # RANK: the rows before the first value starting past N; a row's rank is where its value starts
-    ("RANK", "COALESCE(ARRAY_MIN(FILTER(__starts, __j -> __j > 3)) - 1, SIZE(__top))",
-     "ARRAY_MAX(FILTER(SLICE(__starts, 1, 3), __j -> __j <= __i + 1))"),
-    # DENSE_RANK: the rows before the (N+1)-th value; a row's rank counts the values up to it
-    ("DENSE_RANK", "COALESCE(ARRAY_MIN(SLICE(__starts, 4, 1)) - 1, SIZE(__top))",
-     "SIZE(FILTER(SLICE(__starts, 1, 3), __j -> __j <= __i + 1))"),
-])
+@pytest.mark.parametrize(
+    "function,kept,rank",
+    [
+        # RANK: the rows before the first value starting past N; a row's rank is where its value starts
+        (
+            "RANK",
+            "COALESCE(ARRAY_MIN(FILTER(__starts, __j -> __j > 3)) - 1, SIZE(__top))",
+            "ARRAY_MAX(FILTER(SLICE(__starts, 1, 3), __j -> __j <= __i + 1))",
+        ),
+        # DENSE_RANK: the rows before the (N+1)-th value; a row's rank counts the values up to it
+        (
+            "DENSE_RANK",
+            "COALESCE(ARRAY_MIN(SLICE(__starts, 4, 1)) - 1, SIZE(__top))",
+            "SIZE(FILTER(SLICE(__starts, 1, 3), __j -> __j <= __i + 1))",
+        ),
+    ],
+)
 def test_window_rank_and_dense_rank(function, kept, rank):
     """RANK / DENSE_RANK: the aggregate keeps each group's rows sorted (no slice), a projection
     finds where each ORDER BY value starts, and ties share a rank (a group may keep more than N)."""
@@ -647,12 +792,18 @@ def test_window_rank_and_dense_rank(function, kept, rank):
         f"{OUT.replace('__i + 1', rank)}))) FROM (SELECT __w, __top, {STARTS} FROM ("
         f"SELECT __w, ARRAY_SORT(COLLECT_LIST(STRUCT(price AS __o0, {ROW})), "
         f"(__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)) AS __top "
-        f"FROM {INNER} AS bids GROUP BY __w))) WHERE rownum <= 3")
+        f"FROM {INNER} AS bids GROUP BY __w))) WHERE rownum <= 3"
+    )
     assert plan.kind == "append"
     # the oracle still finds the window aggregate; a Top-N over a window aggregate works the same
-    assert "GROUP BY __w HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)" in plan.emitted_sql({"analytics.bids": "b"}, 0)
-    over_agg = compile_query(FLIP145_TOPN.replace("ROW_NUMBER()", f"{function}()"), schemas=SUPPLIERS,
-                             watermark_delay="1 minute").spark_sql
+    assert "GROUP BY __w HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)" in plan.emitted_sql(
+        {"analytics.bids": "b"}, 0
+    )
+    over_agg = compile_query(
+        FLIP145_TOPN.replace("ROW_NUMBER()", f"{function}()"),
+        schemas=SUPPLIERS,
+        watermark_delay="1 minute",
+    ).spark_sql
     assert f"SLICE(__top, 1, {kept})" in over_agg and "__w FROM (SELECT *, WINDOW(" in over_agg
 
 
@@ -660,7 +811,12 @@ def test_window_rank_multiple_order_keys_compare_all():
     sql = compile_(topn(order="price DESC, item").replace("ROW_NUMBER()", "DENSE_RANK()")).spark_sql
     prev, cur = "ELEMENT_AT(__top, GREATEST(__j - 1, 1)).", "ELEMENT_AT(__top, __j)."
     terms = [cmp_("__o0", 1, 1), cmp_("__o1", -1, -1)]
-    assert "COALESCE({}, 0) <> 0) AS __starts".format(", ".join(terms).replace("__a.", prev).replace("__b.", cur)) in sql
+    assert (
+        "COALESCE({}, 0) <> 0) AS __starts".format(
+            ", ".join(terms).replace("__a.", prev).replace("__b.", cur)
+        )
+        in sql
+    )
 
 
 # --- Window joins (sql/joins.py): each side keeps its window struct __w, the join is on it.
@@ -674,11 +830,15 @@ W5 = "WINDOW(row_time, '300 seconds', '300 seconds', '0 seconds') AS __w"
 WM_J = "WATERMARK row_time DELAY OF INTERVAL '60' SECONDS"
 BOUNDS = "__w.start AS window_start, __w.end AS window_end, __w.end - INTERVAL '1' MILLISECOND AS window_time"
 # A side: the input's columns (the time column without its watermark), the bounds and __w.
-SIDE = ("(SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, " + BOUNDS + ", __w "
-        f"FROM (SELECT *, {W5} FROM analytics.{{}} {WM_J}))")
+SIDE = (
+    "(SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, " + BOUNDS + ", __w "
+    f"FROM (SELECT *, {W5} FROM analytics.{{}} {WM_J}))"
+)
 ON_BOUNDS = "L.window_start = R.window_start AND L.window_end = R.window_end"
-PICK = "SELECT L.num AS l_num, L.id AS l_id, R.num AS r_num, R.id AS r_id, " \
-       "COALESCE(L.window_start, R.window_start) AS window_start"
+PICK = (
+    "SELECT L.num AS l_num, L.id AS l_id, R.num AS r_num, R.id AS r_id, "
+    "COALESCE(L.window_start, R.window_start) AS window_start"
+)
 
 JOIN_REWRITES = [
     pytest.param(
@@ -724,7 +884,9 @@ JOIN_REWRITES = [
         "SELECT L.num FROM TABLE(HOP(TABLE analytics.lt, DESCRIPTOR(row_time), INTERVAL '1' MINUTE, "
         "INTERVAL '3' MINUTES)) L FULL OUTER JOIN TABLE(HOP(DATA => TABLE analytics.rt, TIMECOL => "
         f"DESCRIPTOR(row_time), SLIDE => INTERVAL '60' SECONDS, SIZE => INTERVAL '3' MINUTES)) R ON {ON_BOUNDS}",
-        "SELECT L.num FROM (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, " + BOUNDS + ", __w "
+        "SELECT L.num FROM (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, "
+        + BOUNDS
+        + ", __w "
         "FROM (SELECT *, WINDOW(row_time, '180 seconds', '60 seconds', '0 seconds') AS __w FROM analytics.lt "
         f"{WM_J})) AS L FULL OUTER JOIN (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, {BOUNDS}, "
         "__w FROM (SELECT *, WINDOW(row_time, '180 seconds', '60 seconds', '0 seconds') AS __w FROM analytics.rt "
@@ -761,18 +923,27 @@ def test_rewrite_window_join(sql, expected):
 
 def test_window_join_with_a_table_is_not_a_window_join():
     """A TVF joined with a plain relation stays an ordinary (enrichment) join."""
-    plan = compile_query(f"SELECT L.num FROM {T5.format('lt')} L JOIN analytics.rt R ON L.num = R.num",
-                         schemas=JOIN_SCHEMAS, watermark_delay="1 minute", dimensions=["analytics.rt"])
+    plan = compile_query(
+        f"SELECT L.num FROM {T5.format('lt')} L JOIN analytics.rt R ON L.num = R.num",
+        schemas=JOIN_SCHEMAS,
+        watermark_delay="1 minute",
+        dimensions=["analytics.rt"],
+    )
     assert "__w = " not in plan.spark_sql and "INTERVAL '0' SECOND" not in plan.spark_sql
 
 
 def test_window_self_join_reads_its_source_once():
-    plan = compile_query(f"SELECT L.num, R.num AS r FROM {T5.format('lt')} L JOIN {T5.format('lt')} R "
-                         f"ON L.id = R.id AND {ON_BOUNDS} AND L.num < R.num", schemas=JOIN_SCHEMAS,
-                         watermark_delay="1 minute")
+    plan = compile_query(
+        f"SELECT L.num, R.num AS r FROM {T5.format('lt')} L JOIN {T5.format('lt')} R "
+        f"ON L.id = R.id AND {ON_BOUNDS} AND L.num < R.num",
+        schemas=JOIN_SCHEMAS,
+        watermark_delay="1 minute",
+    )
     assert plan.sources == ("analytics.lt",)
-    assert plan.spark_sql == norm(f"SELECT L.num, R.num AS r FROM {SIDE.format('lt')} AS L JOIN {SIDE.format('lt')} "
-                                  "AS R ON L.id = R.id AND L.__w = R.__w AND L.num < R.num")
+    assert plan.spark_sql == norm(
+        f"SELECT L.num, R.num AS r FROM {SIDE.format('lt')} AS L JOIN {SIDE.format('lt')} "
+        "AS R ON L.id = R.id AND L.__w = R.__w AND L.num < R.num"
+    )
     assert plan.sql_for({"analytics.lt": "v"}).count("FROM v WATERMARK") == 2
 
 
@@ -780,18 +951,23 @@ def test_window_self_join_reads_its_source_once():
 # output column, and the join is on it. Spark chains the aggregates and the join in append mode.
 
 AGG_T5 = "(SELECT id, window_start, window_end, SUM(num) AS total FROM {tvf} GROUP BY window_start, window_end, id)"
-AGG_T5_OUT = ("(SELECT id, __w.start AS window_start, __w.end AS window_end, SUM(num) AS total, __w "
-              f"FROM (SELECT *, {W5} FROM analytics.{{t}} {WM_J}) AS {{t}} GROUP BY __w, id)")
+AGG_T5_OUT = (
+    "(SELECT id, __w.start AS window_start, __w.end AS window_end, SUM(num) AS total, __w "
+    f"FROM (SELECT *, {W5} FROM analytics.{{t}} {WM_J}) AS {{t}} GROUP BY __w, id)"
+)
 
 
 def test_rewrite_window_join_of_window_aggregates():
-    sql = (f"SELECT a.id, a.window_start, a.total, b.total AS r_total FROM {AGG_T5.format(tvf=T5.format('lt'))} a "
-           f"JOIN {AGG_T5.format(tvf=T5.format('rt'))} b ON a.id = b.id AND a.window_start = b.window_start "
-           "AND a.window_end = b.window_end")
+    sql = (
+        f"SELECT a.id, a.window_start, a.total, b.total AS r_total FROM {AGG_T5.format(tvf=T5.format('lt'))} a "
+        f"JOIN {AGG_T5.format(tvf=T5.format('rt'))} b ON a.id = b.id AND a.window_start = b.window_start "
+        "AND a.window_end = b.window_end"
+    )
     plan = compile_query(sql, schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
     assert plan.spark_sql == norm(
         f"SELECT a.id, a.window_start, a.total, b.total AS r_total FROM {AGG_T5_OUT.format(t='lt')} AS a "
-        f"JOIN {AGG_T5_OUT.format(t='rt')} AS b ON a.id = b.id AND a.__w = b.__w")
+        f"JOIN {AGG_T5_OUT.format(t='rt')} AS b ON a.id = b.id AND a.__w = b.__w"
+    )
     assert plan.kind == "append"
 
 
@@ -804,11 +980,20 @@ LEFT JOIN (SELECT seller_id, window_start, window_end, COUNT(DISTINCT user_id) A
       FROM TABLE(CUMULATE(TABLE analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
       GROUP BY seller_id, window_start, window_end) b
 ON a.seller_id = b.seller_id AND a.window_start = b.window_start AND a.window_end = b.window_end"""
-ORDER_SCHEMAS = {"analytics.orders": {"pay_time": "timestamp", "item_id": "string", "seller_id": "string",
-                                      "price": "double", "user_id": "string"}}
-C1H = ("(SELECT *, WINDOW(pay_time, '3600 seconds', '3600 seconds', '0 seconds') AS __w, "
-       "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(pay_time), 3600000000) DIV 600000000 + 1, 6)) AS __k "
-       "FROM analytics.orders WATERMARK pay_time DELAY OF INTERVAL '60' SECONDS) AS orders")
+ORDER_SCHEMAS = {
+    "analytics.orders": {
+        "pay_time": "timestamp",
+        "item_id": "string",
+        "seller_id": "string",
+        "price": "double",
+        "user_id": "string",
+    }
+}
+C1H = (
+    "(SELECT *, WINDOW(pay_time, '3600 seconds', '3600 seconds', '0 seconds') AS __w, "
+    "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(pay_time), 3600000000) DIV 600000000 + 1, 6)) AS __k "
+    "FROM analytics.orders WATERMARK pay_time DELAY OF INTERVAL '60' SECONDS) AS orders"
+)
 C1H_END = "__w.start + __k * INTERVAL '600' SECONDS"
 
 
@@ -820,32 +1005,48 @@ def test_rewrite_flip145_cumulate_aggregates_left_join():
         f"SIZE(COLLECT_SET(user_id)) AS item_buyer_cnt, __w, __k FROM {C1H} GROUP BY item_id, seller_id, __w, __k) AS a "
         f"LEFT JOIN (SELECT seller_id, __w.start AS window_start, {C1H_END} AS window_end, "
         f"SIZE(COLLECT_SET(user_id)) AS slr_buyer_cnt, __w, __k FROM {C1H} GROUP BY seller_id, __w, __k) AS b "
-        "ON a.seller_id = b.seller_id AND a.__w = b.__w AND a.__k = b.__k")
+        "ON a.seller_id = b.seller_id AND a.__w = b.__w AND a.__k = b.__k"
+    )
     assert plan.sources == ("analytics.orders",)
 
 
 # --- Window Top-N over a window join of window aggregates (FLIP-145's cumulative example,
 # whole): the join passes on its left side's __w, __k and the Top-N groups by them.
 
-FLIP_TOPN = ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY sales DESC, "
-             "item_id) AS rownum FROM {src}) WHERE rownum <= 3")
+FLIP_TOPN = (
+    "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY sales DESC, "
+    "item_id) AS rownum FROM {src}) WHERE rownum <= 3"
+)
 
 
 def test_window_topn_over_window_join_cte_and_subquery():
-    cte = compile_query(f"WITH trd_itm_ord_mm AS ({FLIP_VIEW}) " + FLIP_TOPN.format(src="trd_itm_ord_mm"),
-                        schemas=ORDER_SCHEMAS, watermark_delay="1 minute")
-    sub = compile_query(FLIP_TOPN.format(src=f"({FLIP_VIEW}) AS trd_itm_ord_mm"), schemas=ORDER_SCHEMAS,
-                        watermark_delay="1 minute")
+    cte = compile_query(
+        f"WITH trd_itm_ord_mm AS ({FLIP_VIEW}) " + FLIP_TOPN.format(src="trd_itm_ord_mm"),
+        schemas=ORDER_SCHEMAS,
+        watermark_delay="1 minute",
+    )
+    sub = compile_query(
+        FLIP_TOPN.format(src=f"({FLIP_VIEW}) AS trd_itm_ord_mm"),
+        schemas=ORDER_SCHEMAS,
+        watermark_delay="1 minute",
+    )
     assert cte.spark_sql == sub.spark_sql
     out = cte.spark_sql
     assert "WITH" not in out and cte.kind == "append"
-    assert ("b.slr_buyer_cnt, a.__w, a.__k FROM (SELECT item_id, seller_id, __w.start AS window_start" in out)
-    assert out.endswith("ON a.seller_id = b.seller_id AND a.__w = b.__w AND a.__k = b.__k) AS trd_itm_ord_mm "
-                        "GROUP BY __w, __k)) WHERE rownum <= 3")
-    assert out.startswith("SELECT * FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT(__r.item_id AS item_id, "
-                          "__r.seller_id AS seller_id, __r.window_start AS window_start, __r.window_end AS window_end, "
-                          "__r.sales AS sales, __r.item_buyer_cnt AS item_buyer_cnt, __r.slr_buyer_cnt AS "
-                          "slr_buyer_cnt, __i + 1 AS rownum))) FROM (SELECT __w, __k, SLICE(ARRAY_SORT(")
+    assert (
+        "b.slr_buyer_cnt, a.__w, a.__k FROM (SELECT item_id, seller_id, __w.start AS window_start"
+        in out
+    )
+    assert out.endswith(
+        "ON a.seller_id = b.seller_id AND a.__w = b.__w AND a.__k = b.__k) AS trd_itm_ord_mm "
+        "GROUP BY __w, __k)) WHERE rownum <= 3"
+    )
+    assert out.startswith(
+        "SELECT * FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT(__r.item_id AS item_id, "
+        "__r.seller_id AS seller_id, __r.window_start AS window_start, __r.window_end AS window_end, "
+        "__r.sales AS sales, __r.item_buyer_cnt AS item_buyer_cnt, __r.slr_buyer_cnt AS "
+        "slr_buyer_cnt, __i + 1 AS rownum))) FROM (SELECT __w, __k, SLICE(ARRAY_SORT("
+    )
     # snapshot_equivalence: each aggregate drops late rows and keeps closed windows, once.
     emitted = cte.emitted_sql({"analytics.orders": "o"}, 0)
     assert emitted.count("HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)") == 2
@@ -854,18 +1055,34 @@ def test_window_topn_over_window_join_cte_and_subquery():
 
 
 def test_window_topn_over_right_window_join_ranks_by_the_right_window():
-    view = FLIP_VIEW.replace("LEFT JOIN", "RIGHT JOIN").replace("a.window_start, a.window_end", "b.window_start, b.window_end")
-    out = compile_query(FLIP_TOPN.format(src=f"({view})"), schemas=ORDER_SCHEMAS, watermark_delay="1 minute").spark_sql
-    assert "b.slr_buyer_cnt, b.__w, b.__k FROM" in out and "GROUP BY __w, __k)) WHERE rownum <= 3" in out
+    view = FLIP_VIEW.replace("LEFT JOIN", "RIGHT JOIN").replace(
+        "a.window_start, a.window_end", "b.window_start, b.window_end"
+    )
+    out = compile_query(
+        FLIP_TOPN.format(src=f"({view})"), schemas=ORDER_SCHEMAS, watermark_delay="1 minute"
+    ).spark_sql
+    assert (
+        "b.slr_buyer_cnt, b.__w, b.__k FROM" in out
+        and "GROUP BY __w, __k)) WHERE rownum <= 3" in out
+    )
 
 
 def test_window_topn_over_cte_of_window_aggregate_is_inlined():
     """A CTE used only as a Top-N's FROM becomes that subquery; a CTE used elsewhere stays."""
-    cte = compile_query(f"WITH agg AS ({BID_AGG}) " + FLIP145_TOPN.replace(f"({BID_AGG})", "agg"),
-                        schemas=SUPPLIERS, watermark_delay="1 minute")
-    sub = compile_query(FLIP145_TOPN.replace(f"({BID_AGG})", f"({BID_AGG}) AS agg"), schemas=SUPPLIERS,
-                        watermark_delay="1 minute")
+    cte = compile_query(
+        f"WITH agg AS ({BID_AGG}) " + FLIP145_TOPN.replace(f"({BID_AGG})", "agg"),
+        schemas=SUPPLIERS,
+        watermark_delay="1 minute",
+    )
+    sub = compile_query(
+        FLIP145_TOPN.replace(f"({BID_AGG})", f"({BID_AGG}) AS agg"),
+        schemas=SUPPLIERS,
+        watermark_delay="1 minute",
+    )
     assert cte.spark_sql == sub.spark_sql and "WITH" not in cte.spark_sql
-    kept = compile_query(f"WITH agg AS ({BID_AGG}) SELECT supplier_id FROM agg", schemas=SUPPLIERS,
-                         watermark_delay="1 minute")
+    kept = compile_query(
+        f"WITH agg AS ({BID_AGG}) SELECT supplier_id FROM agg",
+        schemas=SUPPLIERS,
+        watermark_delay="1 minute",
+    )
     assert kept.spark_sql.startswith("WITH agg AS (")

@@ -12,45 +12,103 @@ WINDOWED = f"SELECT window_start, window_end, user, COUNT(url) AS n FROM {TUMBLE
 
 
 def upsert(sql: str, **kw):
-    kw.setdefault("constant_domain", ["user", "who", "url", "cnt"])  # Spark's state kept; tests of bounds below
-    return compile_query(sql, schemas=SCHEMAS, watermark_delay=kw.pop("delay", "1 minute"),
-                         materialization="upsert_table", **kw)
+    kw.setdefault(
+        "constant_domain", ["user", "who", "url", "cnt"]
+    )  # Spark's state kept; tests of bounds below
+    return compile_query(
+        sql,
+        schemas=SCHEMAS,
+        watermark_delay=kw.pop("delay", "1 minute"),
+        materialization="upsert_table",
+        **kw,
+    )
 
 
 GOOD = [
     # (sql, config, unique key, output mode, rewritten Spark SQL)
-    ("SELECT user, COUNT(url) AS cnt FROM a.clicks GROUP BY user", {}, ("user",), "update",
-     "SELECT user, COUNT(url) AS cnt FROM a.clicks GROUP BY user"),
-    ("SELECT user AS who, COUNT(url) AS cnt FROM a.clicks GROUP BY user HAVING COUNT(url) > 1", {}, ("who",), "update",
-     "SELECT user AS who, COUNT(url) AS cnt, (COUNT(url) > 1) AS __keep FROM a.clicks GROUP BY user"),
-    ("SELECT user, url, COUNT(*) AS n FROM a.clicks GROUP BY 1, url", {}, ("user", "url"), "update",
-     "SELECT user, url, COUNT(*) AS n FROM a.clicks GROUP BY 1, url"),
-    ("SELECT user, COUNT(DISTINCT url) AS urls FROM a.clicks GROUP BY user", {"unique_key": ["user"]}, ("user",),
-     "update", "SELECT user, SIZE(COLLECT_SET(url)) AS urls FROM a.clicks GROUP BY user"),
-    (DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn = 1"), {}, ("user",), "update",
-     "SELECT * FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS rn FROM (SELECT "
-     "MAX(STRUCT(cTime AS __o0, user AS user, cTime AS cTime, url AS url)) AS __d FROM a.clicks GROUP BY user) "
-     "AS __d) WHERE rn = 1"),
-    (DEDUP.format(out="user, url", cols="user, url", order="cTime", where=" WHERE url <> ''", w="rn <= 1"), {},
-     ("user",), "update",
-     "SELECT user, url FROM (SELECT __d.user AS user, __d.url AS url, 1 AS rn FROM (SELECT MIN(STRUCT(cTime "
-     "AS __o0, user AS user, cTime AS cTime, url AS url)) AS __d FROM a.clicks WHERE url <> '' GROUP BY user) "
-     "AS __d) WHERE rn <= 1"),
+    (
+        "SELECT user, COUNT(url) AS cnt FROM a.clicks GROUP BY user",
+        {},
+        ("user",),
+        "update",
+        "SELECT user, COUNT(url) AS cnt FROM a.clicks GROUP BY user",
+    ),
+    (
+        "SELECT user AS who, COUNT(url) AS cnt FROM a.clicks GROUP BY user HAVING COUNT(url) > 1",
+        {},
+        ("who",),
+        "update",
+        "SELECT user AS who, COUNT(url) AS cnt, (COUNT(url) > 1) AS __keep FROM a.clicks GROUP BY user",
+    ),
+    (
+        "SELECT user, url, COUNT(*) AS n FROM a.clicks GROUP BY 1, url",
+        {},
+        ("user", "url"),
+        "update",
+        "SELECT user, url, COUNT(*) AS n FROM a.clicks GROUP BY 1, url",
+    ),
+    (
+        "SELECT user, COUNT(DISTINCT url) AS urls FROM a.clicks GROUP BY user",
+        {"unique_key": ["user"]},
+        ("user",),
+        "update",
+        "SELECT user, SIZE(COLLECT_SET(url)) AS urls FROM a.clicks GROUP BY user",
+    ),
+    (
+        DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn = 1"),
+        {},
+        ("user",),
+        "update",
+        "SELECT * FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS rn FROM (SELECT "
+        "MAX(STRUCT(cTime AS __o0, user AS user, cTime AS cTime, url AS url)) AS __d FROM a.clicks GROUP BY user) "
+        "AS __d) WHERE rn = 1",
+    ),
+    (
+        DEDUP.format(
+            out="user, url", cols="user, url", order="cTime", where=" WHERE url <> ''", w="rn <= 1"
+        ),
+        {},
+        ("user",),
+        "update",
+        "SELECT user, url FROM (SELECT __d.user AS user, __d.url AS url, 1 AS rn FROM (SELECT MIN(STRUCT(cTime "
+        "AS __o0, user AS user, cTime AS cTime, url AS url)) AS __d FROM a.clicks WHERE url <> '' GROUP BY user) "
+        "AS __d) WHERE rn <= 1",
+    ),
     # NULLs where MAX / MIN would not put them: a flag orders them first
-    (DEDUP.format(out="*", cols="*", order="cTime DESC NULLS FIRST", where="", w="rn = 1"), {}, ("user",), "update",
-     "SELECT * FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS rn FROM (SELECT "
-     "MAX(STRUCT(cTime IS NULL AS __n0, cTime AS __o0, user AS user, cTime AS cTime, url AS url)) AS __d "
-     "FROM a.clicks GROUP BY user) AS __d) WHERE rn = 1"),
-    (WINDOWED, {}, ("window_start", "window_end", "user"), "append",
-     "SELECT __w.start AS window_start, __w.end AS window_end, user, COUNT(url) AS n FROM (SELECT *, "
-     "WINDOW(cTime, '3600 seconds', '3600 seconds', '0 seconds') AS __w FROM a.clicks WATERMARK cTime DELAY "
-     "OF INTERVAL '60' SECONDS) AS clicks GROUP BY __w, user"),
-    (WINDOWED + " HAVING COUNT(url) > 2", {"emit_early": True}, ("window_start", "window_end", "user"), "update",
-     "SELECT __w.start AS window_start, __w.end AS window_end, user, COUNT(url) AS n, (COUNT(url) > 2) AS "
-     "__keep FROM (SELECT *, WINDOW(cTime, '3600 seconds', '3600 seconds', '0 seconds') AS __w FROM a.clicks "
-     "WATERMARK cTime DELAY OF INTERVAL '60' SECONDS) AS clicks GROUP BY __w, user"),
-    ("SELECT user, url FROM a.clicks WHERE url <> ''", {"unique_key": ["user"], "delay": None}, ("user",), "append",
-     "SELECT user, url FROM a.clicks WHERE url <> ''"),
+    (
+        DEDUP.format(out="*", cols="*", order="cTime DESC NULLS FIRST", where="", w="rn = 1"),
+        {},
+        ("user",),
+        "update",
+        "SELECT * FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS rn FROM (SELECT "
+        "MAX(STRUCT(cTime IS NULL AS __n0, cTime AS __o0, user AS user, cTime AS cTime, url AS url)) AS __d "
+        "FROM a.clicks GROUP BY user) AS __d) WHERE rn = 1",
+    ),
+    (
+        WINDOWED,
+        {},
+        ("window_start", "window_end", "user"),
+        "append",
+        "SELECT __w.start AS window_start, __w.end AS window_end, user, COUNT(url) AS n FROM (SELECT *, "
+        "WINDOW(cTime, '3600 seconds', '3600 seconds', '0 seconds') AS __w FROM a.clicks WATERMARK cTime DELAY "
+        "OF INTERVAL '60' SECONDS) AS clicks GROUP BY __w, user",
+    ),
+    (
+        WINDOWED + " HAVING COUNT(url) > 2",
+        {"emit_early": True},
+        ("window_start", "window_end", "user"),
+        "update",
+        "SELECT __w.start AS window_start, __w.end AS window_end, user, COUNT(url) AS n, (COUNT(url) > 2) AS "
+        "__keep FROM (SELECT *, WINDOW(cTime, '3600 seconds', '3600 seconds', '0 seconds') AS __w FROM a.clicks "
+        "WATERMARK cTime DELAY OF INTERVAL '60' SECONDS) AS clicks GROUP BY __w, user",
+    ),
+    (
+        "SELECT user, url FROM a.clicks WHERE url <> ''",
+        {"unique_key": ["user"], "delay": None},
+        ("user",),
+        "append",
+        "SELECT user, url FROM a.clicks WHERE url <> ''",
+    ),
 ]
 
 
@@ -62,49 +120,103 @@ def test_upsert_plans(sql, config, key, mode, expected):
 
 
 def test_topn_without_window_streams_rows_and_reranks_them_with_the_table():
-    plan = upsert(DEDUP.format(out="*", cols="*", order="cTime DESC", where=" WHERE url <> ''", w="rn <= 3"))
+    plan = upsert(
+        DEDUP.format(out="*", cols="*", order="cTime DESC", where=" WHERE url <> ''", w="rn <= 3")
+    )
     assert (plan.upsert.unique_key, plan.output_mode) == (("user", "rn"), "append")
     assert plan.spark_sql == "SELECT user, cTime, url FROM a.clicks WHERE url <> ''"  # stateless
-    ranked = ("SELECT * FROM (SELECT user, cTime, url, ROW_NUMBER() OVER (PARTITION BY user ORDER BY cTime DESC, "
-              "user, url) AS rn FROM {}) WHERE rn <= 3")  # every column breaks ties
+    ranked = (
+        "SELECT * FROM (SELECT user, cTime, url, ROW_NUMBER() OVER (PARTITION BY user ORDER BY cTime DESC, "
+        "user, url) AS rn FROM {}) WHERE rn <= 3"
+    )  # every column breaks ties
     assert plan.rank_sql_for("v") == ranked.format("v AS __rank_input")
-    assert plan.emitted_sql({"a.clicks": "src"}, 0) == ranked.format("src AS clicks WHERE url <> ''")
+    assert plan.emitted_sql({"a.clicks": "src"}, 0) == ranked.format(
+        "src AS clicks WHERE url <> ''"
+    )
 
 
 def test_key_and_mode_are_part_of_the_fingerprint():
     sql = "SELECT user, url FROM a.clicks"
-    assert upsert(sql, unique_key=["user"]).fingerprint != upsert(sql, unique_key=["user", "url"]).fingerprint
+    assert (
+        upsert(sql, unique_key=["user"]).fingerprint
+        != upsert(sql, unique_key=["user", "url"]).fingerprint
+    )
     assert upsert(WINDOWED).fingerprint != upsert(WINDOWED, emit_early=True).fingerprint
 
 
 def test_oracle_keeps_having_rows_and_open_windows_in_update_mode():
     plan = upsert(WINDOWED + " HAVING COUNT(url) > 2", emit_early=True)
     sql = plan.emitted_sql({"a.clicks": "v"}, 10**6)
-    assert sql.startswith("SELECT * EXCEPT (__keep) FROM (") and sql.endswith(") AS __kept WHERE __keep")
-    assert "__w.end > __dss_late_wm" in sql and "HAVING" not in sql  # late rows out; no closed-window filter
-    assert "HAVING MAX(__w.end) <= TIMESTAMP_MICROS(1000000)" in upsert(WINDOWED).emitted_sql({"a.clicks": "v"}, 10**6)
+    assert sql.startswith("SELECT * EXCEPT (__keep) FROM (") and sql.endswith(
+        ") AS __kept WHERE __keep"
+    )
+    assert (
+        "__w.end > __dss_late_wm" in sql and "HAVING" not in sql
+    )  # late rows out; no closed-window filter
+    assert "HAVING MAX(__w.end) <= TIMESTAMP_MICROS(1000000)" in upsert(WINDOWED).emitted_sql(
+        {"a.clicks": "v"}, 10**6
+    )
 
 
 BAD = [
     # (sql, config, code, substring of the message)
     ("SELECT user, url FROM a.clicks", {}, "SSV130", "neither groups nor deduplicates"),
     ("SELECT COUNT(*) FROM a.clicks", {}, "SSV130", "no GROUP BY"),
-    ("SELECT url, COUNT(*) FROM a.clicks GROUP BY user, url", {}, "SSV130", "GROUP BY key user is not a column"),
-    (DEDUP.format(out="url", cols="*", order="cTime DESC", where="", w="rn = 1"), {}, "SSV130", "PARTITION BY key user"),
-    (DEDUP.format(out="user, rn", cols="*", order="cTime DESC", where="", w="rn <= 3"), {}, "SSV131",
-     "outer SELECT is not SELECT *"),
-    ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY user ORDER BY cTime) AS rn FROM a.clicks)", {},
-     "SSV131", "without a filter"),
-    (DEDUP.format(out="*", cols="*", order="cTime DESC, url", where="", w="rn = 1"), {}, "SSV131",
-     "both ascending and descending"),
-    (DEDUP.format(out="*", cols="upper(url) AS u", order="cTime DESC", where="", w="rn = 1"), {}, "SSV131",
-     "computed columns"),
-    ("SELECT n, COUNT(*) FROM (SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY user) GROUP BY n", {}, "SSV131",
-     "nested below the top-level"),
-    ("SELECT * FROM (SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY user) WHERE n > 2", {}, "SSV131",
-     "nested below the top-level"),
+    (
+        "SELECT url, COUNT(*) FROM a.clicks GROUP BY user, url",
+        {},
+        "SSV130",
+        "GROUP BY key user is not a column",
+    ),
+    (
+        DEDUP.format(out="url", cols="*", order="cTime DESC", where="", w="rn = 1"),
+        {},
+        "SSV130",
+        "PARTITION BY key user",
+    ),
+    (
+        DEDUP.format(out="user, rn", cols="*", order="cTime DESC", where="", w="rn <= 3"),
+        {},
+        "SSV131",
+        "outer SELECT is not SELECT *",
+    ),
+    (
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY user ORDER BY cTime) AS rn FROM a.clicks)",
+        {},
+        "SSV131",
+        "without a filter",
+    ),
+    (
+        DEDUP.format(out="*", cols="*", order="cTime DESC, url", where="", w="rn = 1"),
+        {},
+        "SSV131",
+        "both ascending and descending",
+    ),
+    (
+        DEDUP.format(out="*", cols="upper(url) AS u", order="cTime DESC", where="", w="rn = 1"),
+        {},
+        "SSV131",
+        "computed columns",
+    ),
+    (
+        "SELECT n, COUNT(*) FROM (SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY user) GROUP BY n",
+        {},
+        "SSV131",
+        "nested below the top-level",
+    ),
+    (
+        "SELECT * FROM (SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY user) WHERE n > 2",
+        {},
+        "SSV131",
+        "nested below the top-level",
+    ),
     ("SELECT user FROM a.clicks UNION SELECT url FROM a.clicks", {}, "SSV131", "set operation"),
-    ("SELECT user, COUNT(*) FROM a.clicks GROUP BY user", {"emit_early": True}, "SSV132", "window aggregates only"),
+    (
+        "SELECT user, COUNT(*) FROM a.clicks GROUP BY user",
+        {"emit_early": True},
+        "SSV132",
+        "window aggregates only",
+    ),
     (WINDOWED, {"delay": None}, "SSV105", "watermark"),
 ]
 
@@ -119,59 +231,127 @@ def test_refused_shapes(sql, config, code, message):
 
 def test_streaming_view_still_refuses_deduplication():
     with pytest.raises(SqlError) as info:
-        compile_query(DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn = 1"), schemas=SCHEMAS,
-                      watermark_delay=None)
+        compile_query(
+            DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn = 1"),
+            schemas=SCHEMAS,
+            watermark_delay=None,
+        )
     assert info.value.code == "SSV108"
 
 
 # An upsert_table over an upsert_table: aggregated from its changelog, retractions applied.
 CHANGELOGS = {"a.cpu": "a.cpu_changelog"}
-CPU = {"a.cpu": {"user": "string", "cnt": "bigint"}, "a.cpu_changelog": {"user": "string", "cnt": "bigint", "_op": "string"}}
+CPU = {
+    "a.cpu": {"user": "string", "cnt": "bigint"},
+    "a.cpu_changelog": {"user": "string", "cnt": "bigint", "_op": "string"},
+}
 
 
 def downstream(sql, materialization="upsert_table", **kw):
-    return compile_query(sql, schemas=CPU, watermark_delay=None, materialization=materialization, changelogs=CHANGELOGS,
-                         **{"constant_domain": ["cnt"], **kw})
+    return compile_query(
+        sql,
+        schemas=CPU,
+        watermark_delay=None,
+        materialization=materialization,
+        changelogs=CHANGELOGS,
+        **{"constant_domain": ["cnt"], **kw},
+    )
 
 
 def test_aggregate_over_an_upsert_table_counts_changes_with_a_sign():
-    plan = downstream("SELECT cnt, COUNT(*) AS users, SUM(cnt) AS s, AVG(cnt) AS a, COUNT(user) AS u FROM a.cpu "
-                      "WHERE cnt > 0 GROUP BY cnt HAVING COUNT(*) > 1")
+    plan = downstream(
+        "SELECT cnt, COUNT(*) AS users, SUM(cnt) AS s, AVG(cnt) AS a, COUNT(user) AS u FROM a.cpu "
+        "WHERE cnt > 0 GROUP BY cnt HAVING COUNT(*) > 1"
+    )
     present = "SUM(IF(NOT cnt IS NULL, __s, 0))"
     assert plan.sources == ("a.cpu_changelog",)
-    assert (plan.upsert.unique_key, plan.output_mode, plan.upsert.keep_column) == (("cnt",), "update", "__keep")
+    assert (plan.upsert.unique_key, plan.output_mode, plan.upsert.keep_column) == (
+        ("cnt",),
+        "update",
+        "__keep",
+    )
     assert plan.spark_sql == (
         f"SELECT cnt, SUM(__s) AS users, CASE WHEN {present} > 0 THEN SUM((cnt) * __s) END AS s, "
         f"CASE WHEN {present} > 0 THEN SUM((cnt) * __s) / {present} END AS a, SUM(IF(NOT user IS NULL, __s, 0)) "
         "AS u, (SUM(__s) > 0 AND SUM(__s) > 1) AS __keep FROM (SELECT *, IF(_op IN ('+I', '+U'), 1, -1) AS __s "
-        "FROM a.cpu_changelog) AS cpu WHERE cnt > 0 GROUP BY cnt")
+        "FROM a.cpu_changelog) AS cpu WHERE cnt > 0 GROUP BY cnt"
+    )
 
 
-@pytest.mark.parametrize("sql,materialization,code,message", [
-    ("SELECT user, cnt FROM a.cpu", "streaming_view", "SSV140", "streaming_view cannot read upsert_table a.cpu"),
-    ("SELECT cnt, MAX(user) FROM a.cpu GROUP BY cnt", "upsert_table", "SSV141", "MAX(user) cannot be retracted"),
-    ("SELECT cnt, COUNT(DISTINCT user) FROM a.cpu GROUP BY cnt", "upsert_table", "SSV141", "cannot be retracted"),
-    ("SELECT user FROM a.cpu", "upsert_table", "SSV141", "does not aggregate it with GROUP BY"),
-    ("SELECT c.cnt, COUNT(*) FROM a.cpu AS c JOIN a.cpu AS d ON c.user = d.user GROUP BY c.cnt", "upsert_table",
-     "SSV141", "no joins"),
-    ("SELECT n, COUNT(*) FROM (SELECT cnt AS n FROM a.cpu) GROUP BY n", "upsert_table", "SSV141", "directly"),
-])
+@pytest.mark.parametrize(
+    "sql,materialization,code,message",
+    [
+        (
+            "SELECT user, cnt FROM a.cpu",
+            "streaming_view",
+            "SSV140",
+            "streaming_view cannot read upsert_table a.cpu",
+        ),
+        (
+            "SELECT cnt, MAX(user) FROM a.cpu GROUP BY cnt",
+            "upsert_table",
+            "SSV141",
+            "MAX(user) cannot be retracted",
+        ),
+        (
+            "SELECT cnt, COUNT(DISTINCT user) FROM a.cpu GROUP BY cnt",
+            "upsert_table",
+            "SSV141",
+            "cannot be retracted",
+        ),
+        ("SELECT user FROM a.cpu", "upsert_table", "SSV141", "does not aggregate it with GROUP BY"),
+        (
+            "SELECT c.cnt, COUNT(*) FROM a.cpu AS c JOIN a.cpu AS d ON c.user = d.user GROUP BY c.cnt",
+            "upsert_table",
+            "SSV141",
+            "no joins",
+        ),
+        (
+            "SELECT n, COUNT(*) FROM (SELECT cnt AS n FROM a.cpu) GROUP BY n",
+            "upsert_table",
+            "SSV141",
+            "directly",
+        ),
+    ],
+)
 def test_queries_that_cannot_consume_updates_name_the_upstream(sql, materialization, code, message):
     with pytest.raises(SqlError) as info:
         downstream(sql, materialization)
-    assert info.value.code == code and message in str(info.value) and "a.cpu_changelog" in str(info.value)
+    assert (
+        info.value.code == code
+        and message in str(info.value)
+        and "a.cpu_changelog" in str(info.value)
+    )
 
 
 # Bounded state (sql/state.py): unbounded Spark state is refused unless the keys are declared
 # constant_domain or state_ttl keeps the partial aggregates in Delta.
 UNBOUNDED = [
-    ("SELECT user, COUNT(url) AS cnt FROM a.clicks GROUP BY user", {}, "GROUP BY user", "constant_domain: [user]"),
-    ("SELECT user AS who, COUNT(*) AS n FROM a.clicks GROUP BY user", {"constant_domain": ["user"]},
-     "GROUP BY user", "constant_domain: [who]"),  # the key is named by its output column
-    ("SELECT user, url, COUNT(*) AS n FROM a.clicks GROUP BY user, url", {"constant_domain": ["user"]},
-     "one aggregate per url forever", "constant_domain: [url]"),
+    (
+        "SELECT user, COUNT(url) AS cnt FROM a.clicks GROUP BY user",
+        {},
+        "GROUP BY user",
+        "constant_domain: [user]",
+    ),
+    (
+        "SELECT user AS who, COUNT(*) AS n FROM a.clicks GROUP BY user",
+        {"constant_domain": ["user"]},
+        "GROUP BY user",
+        "constant_domain: [who]",
+    ),  # the key is named by its output column
+    (
+        "SELECT user, url, COUNT(*) AS n FROM a.clicks GROUP BY user, url",
+        {"constant_domain": ["user"]},
+        "one aggregate per url forever",
+        "constant_domain: [url]",
+    ),
     ("SELECT DISTINCT user FROM a.clicks", {}, "SELECT DISTINCT", "state_ttl: '7 days'"),
-    (DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn = 1"), {}, "GROUP BY user", "user"),
+    (
+        DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn = 1"),
+        {},
+        "GROUP BY user",
+        "user",
+    ),
 ]
 
 
@@ -184,10 +364,19 @@ def test_unbounded_state_is_refused(sql, config, what, fix):
 
 def test_bounded_state_is_accepted():
     assert upsert(WINDOWED, constant_domain=[]).output_mode == "append"  # the watermark bounds it
-    assert upsert(WINDOWED + " HAVING COUNT(url) > 2", emit_early=True, constant_domain=[]).output_mode == "update"
-    topn = upsert(DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn <= 3"), constant_domain=[])
+    assert (
+        upsert(WINDOWED + " HAVING COUNT(url) > 2", emit_early=True, constant_domain=[]).output_mode
+        == "update"
+    )
+    topn = upsert(
+        DEDUP.format(out="*", cols="*", order="cTime DESC", where="", w="rn <= 3"),
+        constant_domain=[],
+    )
     assert topn.output_mode == "append"  # the table holds its state
-    plan = upsert("SELECT user, url, COUNT(*) AS n FROM a.clicks GROUP BY user, url", constant_domain=["USER", "url"])
+    plan = upsert(
+        "SELECT user, url, COUNT(*) AS n FROM a.clicks GROUP BY user, url",
+        constant_domain=["USER", "url"],
+    )
     assert plan.output_mode == "update" and plan.upsert.partials is None
 
 
@@ -200,55 +389,102 @@ def test_join_of_two_streams_without_window_is_refused():
     assert upsert(sql, unique_key=["user"], dimensions=["a.clicks"]).output_mode == "append"
     with pytest.raises(SqlError) as info:  # a misspelled dimension is named, not taken for a stream
         upsert(sql, unique_key=["user"], dimensions=["clics"])
-    assert info.value.code == "SSC201" and "clics" in str(info.value) and "a.clicks" in str(info.value)
+    assert (
+        info.value.code == "SSC201" and "clics" in str(info.value) and "a.clicks" in str(info.value)
+    )
 
 
 def test_state_ttl_keeps_partials_in_delta():
-    plan = upsert("SELECT user, COUNT(url) AS clicks, MAX(cTime) AS last, AVG(LENGTH(url)) AS len, "
-                  "COUNT(DISTINCT url) AS urls FROM a.clicks WHERE url <> '' GROUP BY user HAVING COUNT(*) > 1",
-                  state_ttl="12 hours", constant_domain=[])
+    plan = upsert(
+        "SELECT user, COUNT(url) AS clicks, MAX(cTime) AS last, AVG(LENGTH(url)) AS len, "
+        "COUNT(DISTINCT url) AS urls FROM a.clicks WHERE url <> '' GROUP BY user HAVING COUNT(*) > 1",
+        state_ttl="12 hours",
+        constant_domain=[],
+    )
     spec = plan.upsert.partials
-    assert (plan.output_mode, plan.kind, plan.upsert.keep_column, spec.ttl_ms) == ("append", "updating", "__keep",
-                                                                                   12 * 3600 * 1000)
-    assert plan.spark_sql == ("SELECT user AS __k0, url AS __a0, cTime AS __a1, LENGTH(url) AS __a2, url AS __a4 "
-                              "FROM a.clicks WHERE url <> ''")  # stateless: no Spark state at all
+    assert (plan.output_mode, plan.kind, plan.upsert.keep_column, spec.ttl_ms) == (
+        "append",
+        "updating",
+        "__keep",
+        12 * 3600 * 1000,
+    )
+    assert plan.spark_sql == (
+        "SELECT user AS __k0, url AS __a0, cTime AS __a1, LENGTH(url) AS __a2, url AS __a4 "
+        "FROM a.clicks WHERE url <> ''"
+    )  # stateless: no Spark state at all
     assert plan.partials_sql_for("partial", "b") == (
         "SELECT __k0, COUNT(__a0) AS __p0, MAX(__a1) AS __p1, SUM(__a2) AS __p2s, COUNT(__a2) AS __p2c, "
-        "COLLECT_SET(__a4) AS __p4, COUNT(*) AS __p5 FROM b AS __dss_batch GROUP BY __k0")
+        "COLLECT_SET(__a4) AS __p4, COUNT(*) AS __p5 FROM b AS __dss_batch GROUP BY __k0"
+    )
     assert plan.partials_sql_for("merge", "p") == (
         "SELECT __k0, SUM(__p0) AS __p0, MAX(__p1) AS __p1, SUM(__p2s) AS __p2s, SUM(__p2c) AS __p2c, "
-        "ARRAY_DISTINCT(FLATTEN(COLLECT_LIST(__p4))) AS __p4, SUM(__p5) AS __p5 FROM p AS __dss_partials GROUP BY __k0")
+        "ARRAY_DISTINCT(FLATTEN(COLLECT_LIST(__p4))) AS __p4, SUM(__p5) AS __p5 FROM p AS __dss_partials GROUP BY __k0"
+    )
     assert plan.partials_sql_for("final", "m") == (
         "SELECT __k0 AS user, __p0 AS clicks, __p1 AS last, CAST(__p2s AS DOUBLE) / NULLIF(__p2c, 0) AS len, "
-        "SIZE(__p4) AS urls, (__p5 > 1) AS __keep FROM m AS __dss_merged")
+        "SIZE(__p4) AS urls, (__p5 > 1) AS __keep FROM m AS __dss_merged"
+    )
     # the oracle is still the query as written
     assert "GROUP BY user" in plan.emitted_sql({}, 0) and "__keep" in plan.emitted_sql({}, 0)
 
 
 def test_state_ttl_on_dedup_and_pipelines():
-    dedup = upsert(DEDUP.format(out="user, url", cols="*", order="cTime DESC", where="", w="rn = 1"),
-                   state_ttl="1 day", constant_domain=[])
-    assert dedup.spark_sql == ("SELECT user AS __k0, STRUCT(cTime AS __o0, user AS user, cTime AS cTime, url AS url) "
-                               "AS __a0 FROM a.clicks")
+    dedup = upsert(
+        DEDUP.format(out="user, url", cols="*", order="cTime DESC", where="", w="rn = 1"),
+        state_ttl="1 day",
+        constant_domain=[],
+    )
+    assert dedup.spark_sql == (
+        "SELECT user AS __k0, STRUCT(cTime AS __o0, user AS user, cTime AS cTime, url AS url) "
+        "AS __a0 FROM a.clicks"
+    )
     assert dedup.partials_sql_for("final", "m") == (
         "SELECT user, url FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS rn FROM "
-        "(SELECT __p0 AS __d FROM m AS __dss_merged) AS __d) WHERE rn = 1")
-    pipeline = downstream("SELECT cnt, COUNT(*) AS users FROM a.cpu GROUP BY cnt", state_ttl="1 day",
-                          constant_domain=[])
-    assert pipeline.spark_sql == ("SELECT cnt AS __k0, __s AS __a0 FROM (SELECT *, IF(_op IN ('+I', '+U'), 1, -1) "
-                                  "AS __s FROM a.cpu_changelog) AS cpu")
+        "(SELECT __p0 AS __d FROM m AS __dss_merged) AS __d) WHERE rn = 1"
+    )
+    pipeline = downstream(
+        "SELECT cnt, COUNT(*) AS users FROM a.cpu GROUP BY cnt",
+        state_ttl="1 day",
+        constant_domain=[],
+    )
+    assert pipeline.spark_sql == (
+        "SELECT cnt AS __k0, __s AS __a0 FROM (SELECT *, IF(_op IN ('+I', '+U'), 1, -1) "
+        "AS __s FROM a.cpu_changelog) AS cpu"
+    )
     assert pipeline.partials_sql_for("final", "m") == (
-        "SELECT __k0 AS cnt, __p0 AS users, (__p0 > 0) AS __keep FROM m AS __dss_merged")
+        "SELECT __k0 AS cnt, __p0 AS users, (__p0 > 0) AS __keep FROM m AS __dss_merged"
+    )
 
 
-@pytest.mark.parametrize("sql,config,code,text", [
-    ("SELECT user, STDDEV(LENGTH(url)) AS s FROM a.clicks GROUP BY user", {"state_ttl": "1 day"}, "SSV151",
-     "aggregate STDDEV"),
-    ("SELECT user, COUNT(*) FILTER (WHERE url <> '') AS n FROM a.clicks GROUP BY user", {"state_ttl": "1 day"},
-     "SSV151", "aggregate COUNT(*)"),
-    ("SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY user", {"state_ttl": "soon"}, "SSV152", "state_ttl 'soon'"),
-    ("SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY user", {"state_ttl": "0 seconds"}, "SSV152", "positive"),
-])
+@pytest.mark.parametrize(
+    "sql,config,code,text",
+    [
+        (
+            "SELECT user, STDDEV(LENGTH(url)) AS s FROM a.clicks GROUP BY user",
+            {"state_ttl": "1 day"},
+            "SSV151",
+            "aggregate STDDEV",
+        ),
+        (
+            "SELECT user, COUNT(*) FILTER (WHERE url <> '') AS n FROM a.clicks GROUP BY user",
+            {"state_ttl": "1 day"},
+            "SSV151",
+            "aggregate COUNT(*)",
+        ),
+        (
+            "SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY user",
+            {"state_ttl": "soon"},
+            "SSV152",
+            "state_ttl 'soon'",
+        ),
+        (
+            "SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY user",
+            {"state_ttl": "0 seconds"},
+            "SSV152",
+            "positive",
+        ),
+    ],
+)
 def test_state_ttl_errors(sql, config, code, text):
     with pytest.raises(SqlError) as info:
         upsert(sql, **{"constant_domain": [], **config})

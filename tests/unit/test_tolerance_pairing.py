@@ -1,5 +1,6 @@
 """float_tolerance of snapshot_equivalence: differing rows pair up only when every non-float
 value is equal and every float is within the tolerance (runtime/equivalence.py)."""
+
 from dbt.adapters.spark_streaming.runtime.equivalence import _pair_within_tolerance
 
 

@@ -1,5 +1,6 @@
 """Connections: every dbt connection uses the process's one embedded SparkSession and
 the catalog binding of the profile's warehouse."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -65,8 +66,10 @@ class EmbeddedHandle:
     def description(self):
         if self._df is None:
             return []
-        return [(f.name, f.dataType.simpleString(), None, None, None, None, f.nullable)
-                for f in self._df.schema.fields]
+        return [
+            (f.name, f.dataType.simpleString(), None, None, None, None, f.nullable)
+            for f in self._df.schema.fields
+        ]
 
     def cancel(self) -> None:
         self.spark.sparkContext.cancelAllJobs()

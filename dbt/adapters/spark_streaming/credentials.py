@@ -1,4 +1,5 @@
 """Profile keys of `type: spark_streaming` (each is documented in profile_template.yml)."""
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,8 @@ class SparkStreamingCredentials(SparkCredentials):
         if self.method != SparkConnectionMethod.SESSION:
             raise DbtRuntimeError(
                 f"[dbt-spark-streaming SSC203] unsupported `method` {self.method!r}: only `session` "
-                "(embedded Spark) is implemented. Set `method: session` in profiles.yml.")
+                "(embedded Spark) is implemented. Set `method: session` in profiles.yml."
+            )
         self.warehouse_path = os.path.abspath(os.path.expanduser(self.warehouse_path))
 
     @classmethod

@@ -5,6 +5,7 @@ Codes
   SSC2xx  model config       SSR3xx  stream runtime / lifecycle       SSD4xx  Delta tables
   SST5xx  the snapshot_equivalence test
 """
+
 from __future__ import annotations
 
 from dbt_common.exceptions import DbtRuntimeError
@@ -24,5 +25,6 @@ def config_error(key: str, got: object, expected: str, fix: str = "") -> Streami
         "SSC201",
         f"invalid config `{key}`",
         f"Got: {got!r} / Expected: {expected}",
-        fix or f"Set `{key}` in the model's config() or in dbt_project.yml to one of the expected values.",
+        fix
+        or f"Set `{key}` in the model's config() or in dbt_project.yml to one of the expected values.",
     )

@@ -15,6 +15,7 @@ and, in a `--full-refresh` (runtime/lifecycle.py; no batch id):
   refresh_built        the new table is complete aside, the old one still in place
   refresh_swapping     the old table moved to trash, the new one not yet in place
 """
+
 from __future__ import annotations
 
 import os

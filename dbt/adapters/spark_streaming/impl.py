@@ -1,5 +1,6 @@
 """The adapter: a thin facade of `@available` methods that the macros call.
 The work is done in runtime/ (Spark) and delta/ (Delta I/O)."""
+
 from __future__ import annotations
 
 import shutil
@@ -18,9 +19,12 @@ class SparkStreamingAdapter(SparkAdapter):
     ConnectionManager = SparkStreamingConnectionManager
     Relation = SparkStreamingRelation
     # `dbt source freshness` without a loaded_at_field: Delta commit times (get_relation_last_modified)
-    _capabilities = CapabilityDict({
-        Capability.TableLastModifiedMetadata: CapabilitySupport(support=Support.Full),
-        Capability.TableLastModifiedMetadataBatch: CapabilitySupport(support=Support.Full)})
+    _capabilities = CapabilityDict(
+        {
+            Capability.TableLastModifiedMetadata: CapabilitySupport(support=Support.Full),
+            Capability.TableLastModifiedMetadataBatch: CapabilitySupport(support=Support.Full),
+        }
+    )
 
     @classmethod
     def type(cls) -> str:
@@ -34,8 +38,11 @@ class SparkStreamingAdapter(SparkAdapter):
         from .__version__ import version
 
         return AdapterTrackingRelationInfo(
-            adapter_name="spark_streaming", base_adapter_version=base_version, adapter_version=version,
-            model_adapter_details=cls._get_adapter_specific_run_info(config))
+            adapter_name="spark_streaming",
+            base_adapter_version=base_version,
+            adapter_version=version,
+            model_adapter_details=cls._get_adapter_specific_run_info(config),
+        )
 
     def _session(self):
         return session_and_catalog(self.config.credentials)
@@ -51,21 +58,37 @@ class SparkStreamingAdapter(SparkAdapter):
         from .runtime.seeds import load_seed
 
         catalog = self._session()[1]
-        types = {c: (column_types or {}).get(c) or self.convert_type(agate_table, i)
-                 for i, c in enumerate(agate_table.column_names)}
+        types = {
+            c: (column_types or {}).get(c) or self.convert_type(agate_table, i)
+            for i, c in enumerate(agate_table.column_names)
+        }
         return load_seed(catalog, relation.schema, relation.identifier, agate_table, types)
 
     @available.parse_none
-    def run_streaming_model(self, relation: BaseRelation, sql: str, config: dict, full_refresh: bool,
-                            materialization: str) -> Any:
+    def run_streaming_model(
+        self,
+        relation: BaseRelation,
+        sql: str,
+        config: dict,
+        full_refresh: bool,
+        materialization: str,
+    ) -> Any:
         """Bring a streaming_view's or upsert_table's Delta table up to date (runtime/streaming.py)."""
         from .runtime.streaming import StreamingModel, run_streaming_model
 
         spark, catalog = self._session()
-        model = StreamingModel(schema=relation.schema, identifier=relation.identifier, sql=sql,
-                               config=config, full_refresh=full_refresh, materialization=materialization)
+        model = StreamingModel(
+            schema=relation.schema,
+            identifier=relation.identifier,
+            sql=sql,
+            config=config,
+            full_refresh=full_refresh,
+            materialization=materialization,
+        )
         creds = self.config.credentials
-        return run_streaming_model(spark, catalog, model, (creds.master, dict(creds.server_side_parameters or {})))
+        return run_streaming_model(
+            spark, catalog, model, (creds.master, dict(creds.server_side_parameters or {}))
+        )
 
     @available.parse_none
     def stream_status(self) -> dict:
@@ -83,17 +106,32 @@ class SparkStreamingAdapter(SparkAdapter):
         return stop_runners(self._session()[1].warehouse, model)
 
     @available.parse_none
-    def snapshot_equivalence(self, relation: BaseRelation, at_version: int | None = None,
-                             float_tolerance: float | None = None) -> dict:
+    def snapshot_equivalence(
+        self,
+        relation: BaseRelation,
+        at_version: int | None = None,
+        float_tolerance: float | None = None,
+    ) -> dict:
         """Check the streaming model's table against its query run in batch over the input it
         consumed (see runtime/equivalence.py); the differing rows are left in a temp view."""
         from .runtime.equivalence import check
 
         spark, catalog = self._session()
-        result = check(spark, catalog, relation.schema, relation.identifier, at_version=at_version,
-                       where=getattr(relation, "where", None), float_tolerance=float_tolerance)
-        return {"view": result.view, "passed": result.passed, "summary": result.summary(),
-                "restarted_keys": result.restarted_keys}
+        result = check(
+            spark,
+            catalog,
+            relation.schema,
+            relation.identifier,
+            at_version=at_version,
+            where=getattr(relation, "where", None),
+            float_tolerance=float_tolerance,
+        )
+        return {
+            "view": result.view,
+            "passed": result.passed,
+            "summary": result.summary(),
+            "restarted_keys": result.restarted_keys,
+        }
 
     @available.parse_none
     def late_rows_view(self, relation: BaseRelation) -> str:
@@ -146,14 +184,26 @@ class SparkStreamingAdapter(SparkAdapter):
         return run_incremental(spark, catalog, relation.schema, relation.identifier, sql, config)
 
     @available.parse_none
-    def merge_delta_snapshot(self, relation: BaseRelation, staging_sql: str, column_names: dict,
-                             valid_to_current: str | None = None) -> Any:
+    def merge_delta_snapshot(
+        self,
+        relation: BaseRelation,
+        staging_sql: str,
+        column_names: dict,
+        valid_to_current: str | None = None,
+    ) -> Any:
         """Apply dbt's snapshot staging rows to the snapshot's Delta table."""
         from .runtime.batch import merge_snapshot
 
         spark, catalog = self._session()
-        return merge_snapshot(spark, catalog, relation.schema, relation.identifier, staging_sql,
-                              dict(column_names), valid_to_current)
+        return merge_snapshot(
+            spark,
+            catalog,
+            relation.schema,
+            relation.identifier,
+            staging_sql,
+            dict(column_names),
+            valid_to_current,
+        )
 
     @available.parse_none
     def create_delta_view(self, relation: BaseRelation, sql: str) -> Any:
@@ -170,8 +220,14 @@ class SparkStreamingAdapter(SparkAdapter):
         from .runtime.relations import rename
 
         spark, catalog = self._session()
-        rename(spark, catalog, from_relation.schema, from_relation.identifier,
-               to_relation.schema, to_relation.identifier)
+        rename(
+            spark,
+            catalog,
+            from_relation.schema,
+            from_relation.identifier,
+            to_relation.schema,
+            to_relation.identifier,
+        )
 
     @available.parse_none
     def sync_delta_schema(self, relation: BaseRelation) -> None:
@@ -189,5 +245,7 @@ class SparkStreamingAdapter(SparkAdapter):
         out = []
         for r in relations:
             when = last_modified(catalog, r.schema, r.identifier)
-            out.append([r.schema, r.identifier, when.strftime("%Y-%m-%d %H:%M:%S.%f") if when else None])
+            out.append(
+                [r.schema, r.identifier, when.strftime("%Y-%m-%d %H:%M:%S.%f") if when else None]
+            )
         return out

@@ -19,7 +19,11 @@ class SparkStreamingRelation(SparkRelation):
 
     def __str__(self) -> str:
         rendered = super().__str__()
-        return f"(select * from {rendered} where {self.where}) dbt_subquery" if self.where else rendered
+        return (
+            f"(select * from {rendered} where {self.where}) dbt_subquery"
+            if self.where
+            else rendered
+        )
 
     @classmethod
     def create_from(cls, quoting: Any, relation_config: Any, **kwargs: Any):

@@ -2,8 +2,13 @@
 batch materializations (table, view, incremental, ephemeral, snapshot) on the Delta
 warehouse. All classes share the one SparkSession and warehouse (tests/conftest.py); each
 class has its own schema."""
+
 import pytest
-from dbt.tests.adapter.basic import expected_catalog, test_snapshot_check_cols, test_snapshot_timestamp
+from dbt.tests.adapter.basic import (
+    expected_catalog,
+    test_snapshot_check_cols,
+    test_snapshot_timestamp,
+)
 from dbt.tests.adapter.basic.test_adapter_methods import BaseAdapterMethod
 from dbt.tests.adapter.basic.test_base import BaseSimpleMaterializations
 from dbt.tests.adapter.basic.test_docs_generate import BaseDocsGenerate
@@ -59,8 +64,9 @@ def delta_update_rows(adapter, config):
     dst, where = config["dst_col"], config.get("where", "true")
     with get_connection(adapter):
         names = [c.name for c in adapter.get_columns_in_relation(relation)]
-        select = ", ".join(f"case when {where} then {clause} else {n} end as {n}" if n == dst else n
-                           for n in names)
+        select = ", ".join(
+            f"case when {where} then {clause} else {n} end as {n}" if n == dst else n for n in names
+        )
         adapter.write_delta_table(relation, f"select {select} from {relation}")
 
 
@@ -82,5 +88,12 @@ class TestDocsGenerate(BaseDocsGenerate):
         # Spark's own type names in `show table extended` (as dbt-spark shows them: long for
         # bigint); the embedded catalog records no owner and no table statistics.
         return expected_catalog.base_expected_catalog(
-            project, role=None, id_type="long", text_type="string", time_type="timestamp",
-            view_type="view", table_type="table", model_stats=expected_catalog.no_stats())
+            project,
+            role=None,
+            id_type="long",
+            text_type="string",
+            time_type="timestamp",
+            view_type="view",
+            table_type="table",
+            model_stats=expected_catalog.no_stats(),
+        )

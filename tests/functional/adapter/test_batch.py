@@ -3,10 +3,17 @@ insert_overwrite, partition_by, hooks, grants (a no-op), views kept across proce
 rename/drop, `dbt show`, `dbt build`, `dbt source freshness` (loaded_at_field and Delta
 commit times), and a table model reading a streaming_view's Delta table. Stored rows are
 read back with delta-rs."""
+
 import os
 
 import pytest
-from dbt.tests.util import get_connection, relation_from_name, run_dbt, run_dbt_and_capture, write_file
+from dbt.tests.util import (
+    get_connection,
+    relation_from_name,
+    run_dbt,
+    run_dbt_and_capture,
+    write_file,
+)
 from deltalake import DeltaTable
 
 from ..helpers import rows, table_path
@@ -65,9 +72,15 @@ class TestBatchMaterializations:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return {"dim.sql": DIM, "dim_view.sql": DIM_VIEW, "inc_merge.sql": INC_MERGE,
-                "inc_overwrite.sql": INC_OVERWRITE, "stream.sql": STREAM,
-                "from_stream.sql": FROM_STREAM, "schema.yml": SCHEMA_YML}
+        return {
+            "dim.sql": DIM,
+            "dim_view.sql": DIM_VIEW,
+            "inc_merge.sql": INC_MERGE,
+            "inc_overwrite.sql": INC_OVERWRITE,
+            "stream.sql": STREAM,
+            "from_stream.sql": FROM_STREAM,
+            "schema.yml": SCHEMA_YML,
+        }
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
@@ -89,7 +102,11 @@ class TestBatchMaterializations:
         run_dbt(["run", "-s", "inc_merge", "inc_overwrite", "--vars", "{extra: true}"])
         merged = table_path(project, "inc_merge")
         assert rows(merged) == [(1, "a", None), (2, "bb", 2), (3, "c", None), (4, "d", 1)]
-        assert rows(table_path(project, "inc_overwrite")) == [(2, "bb", "x"), (3, "c", "y"), (4, "d", "z")]
+        assert rows(table_path(project, "inc_overwrite")) == [
+            (2, "bb", "x"),
+            (3, "c", "y"),
+            (4, "d", "z"),
+        ]
 
         # on_schema_change: fail refuses the dropped column; sync_all_columns drops it.
         results = run_dbt(["run", "-s", "inc_merge", "--vars", "{osc: fail}"], expect_pass=False)
@@ -101,7 +118,9 @@ class TestBatchMaterializations:
 
         # dbt build (models and their tests) and dbt show over the view.
         run_dbt(["build", "-s", "dim", "dim_view"])
-        _, log = run_dbt_and_capture(["show", "--inline", "select name from {{ ref('dim_view') }} order by id"])
+        _, log = run_dbt_and_capture(
+            ["show", "--inline", "select name from {{ ref('dim_view') }} order by id"]
+        )
         assert "BB" in log and "D" in log
 
         # Freshness: events from its loaded_at_field (2020: warn), dim from its last commit (pass).
@@ -121,16 +140,27 @@ class TestBatchMaterializations:
             dim_rows = rows(table_path(project, "dim"))
             spark.sql(f"DROP VIEW {project.test_schema}.dim_view")  # as if in a new process
             Catalog(spark, adapter.config.credentials.warehouse_path).bind_all()
-            assert spark.sql(f"select count(*) from {project.test_schema}.dim_view").first()[0] == len(dim_rows)
+            assert spark.sql(f"select count(*) from {project.test_schema}.dim_view").first()[
+                0
+            ] == len(dim_rows)
 
             # rename and drop keep the catalog and the warehouse in agreement
-            view, table = relation_from_name(adapter, "dim_view"), relation_from_name(adapter, "dim")
-            adapter.rename_relation(view.incorporate(type="view"), view.incorporate(path={"identifier": "dim_v2"}))
-            adapter.rename_relation(table.incorporate(type="table"), table.incorporate(path={"identifier": "dim2"}))
+            view, table = (
+                relation_from_name(adapter, "dim_view"),
+                relation_from_name(adapter, "dim"),
+            )
+            adapter.rename_relation(
+                view.incorporate(type="view"), view.incorporate(path={"identifier": "dim_v2"})
+            )
+            adapter.rename_relation(
+                table.incorporate(type="table"), table.incorporate(path={"identifier": "dim2"})
+            )
             assert not os.path.exists(table_path(project, "dim_view"))
             assert rows(table_path(project, "dim2")) == dim_rows
             names = {r.identifier: r.type for r in adapter.list_relations_without_caching(view)}
             assert names["dim_v2"] == "view" and names["dim2"] == "table" and "dim" not in names
             adapter.drop_relation(view.incorporate(path={"identifier": "dim_v2"}, type="view"))
             assert not os.path.exists(table_path(project, "dim_v2"))
-            assert "dim_v2" not in {r.identifier for r in adapter.list_relations_without_caching(view)}
+            assert "dim_v2" not in {
+                r.identifier for r in adapter.list_relations_without_caching(view)
+            }

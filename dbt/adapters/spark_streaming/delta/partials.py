@@ -4,6 +4,7 @@ batch). Each micro-batch MERGEs the merged partials of the keys it touched and d
 partials idle longer than the TTL, in one commit carrying the app transaction
 ``(app_id, batch_id)``. That commit is the batch's last, so it is the one that says the batch
 is done."""
+
 from __future__ import annotations
 
 import os
@@ -40,9 +41,14 @@ class PartialsCommitter:
         before = dt.version()
         props = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
         on = " AND ".join(f"(t.{_quote(k)} IS NOT DISTINCT FROM s.{_quote(k)})" for k in self.keys)
-        (dt.merge(merged, on, source_alias="s", target_alias="t", commit_properties=props)
-         .when_matched_update_all().when_not_matched_insert_all()
-         .when_not_matched_by_source_delete(predicate=f"t.{_quote(UPDATED)} < {int(cutoff_ms)}")
-         .execute())
+        (
+            dt.merge(merged, on, source_alias="s", target_alias="t", commit_properties=props)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(predicate=f"t.{_quote(UPDATED)} < {int(cutoff_ms)}")
+            .execute()
+        )
         if dt.version() == before:  # a MERGE that changes nothing commits nothing
-            dt.create_write_transaction([], mode="append", schema=dt.schema(), commit_properties=props)
+            dt.create_write_transaction(
+                [], mode="append", schema=dt.schema(), commit_properties=props
+            )

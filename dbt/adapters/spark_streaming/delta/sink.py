@@ -6,6 +6,7 @@ replayed batch (Spark re-runs the last batch after a crash) whose id the table's
 transaction already covers is skipped, so a crash anywhere loses nothing and duplicates
 nothing. Files of a batch that crashed before its commit are never referenced.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,12 @@ META_KEY = "dbt_spark_streaming"  # commitInfo key holding our JSON metadata
 
 def create_table(path: str, schema: pa.Schema, metadata: dict) -> None:
     """Create an empty Delta table whose first commit carries `metadata`."""
-    DeltaTable.create(path, schema=schema, mode="error",
-                      commit_properties=CommitProperties(custom_metadata={META_KEY: json.dumps(metadata)}))
+    DeltaTable.create(
+        path,
+        schema=schema,
+        mode="error",
+        commit_properties=CommitProperties(custom_metadata={META_KEY: json.dumps(metadata)}),
+    )
 
 
 def last_metadata(path: str) -> dict | None:
@@ -53,13 +58,18 @@ def _stats(t: pa.Table) -> str:
     mins, maxs = {}, {}
     for name in t.column_names:
         col = t.column(name)
-        if t.num_rows and (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
-                           or pa.types.is_string(col.type)):
+        if t.num_rows and (
+            pa.types.is_integer(col.type)
+            or pa.types.is_floating(col.type)
+            or pa.types.is_string(col.type)
+        ):
             mm = pc.min_max(col)
             if mm["min"].is_valid:
                 mins[name], maxs[name] = mm["min"].as_py(), mm["max"].as_py()
     nulls = {n: t.column(n).null_count for n in t.column_names}
-    return json.dumps({"numRecords": t.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+    return json.dumps(
+        {"numRecords": t.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+    )
 
 
 class BatchCommitter:
@@ -80,14 +90,26 @@ class BatchCommitter:
         if table.num_rows:
             name = f"part-{batch_id:05d}-{uuid.uuid4()}.snappy.parquet"
             pq.write_table(table, os.path.join(self.path, name), compression="snappy")
-            actions.append(AddAction(name, os.path.getsize(os.path.join(self.path, name)), {},
-                                     int(time.time() * 1000), True, _stats(table)))
+            actions.append(
+                AddAction(
+                    name,
+                    os.path.getsize(os.path.join(self.path, name)),
+                    {},
+                    int(time.time() * 1000),
+                    True,
+                    _stats(table),
+                )
+            )
         fault_point("during_write", batch_id)
         dt = DeltaTable(self.path)
         dt.create_write_transaction(
-            actions, mode="append", schema=self.schema,
+            actions,
+            mode="append",
+            schema=self.schema,
             commit_properties=CommitProperties(
                 app_transactions=[Transaction(self.app_id, batch_id)],
-                custom_metadata={META_KEY: json.dumps(metadata)}))
+                custom_metadata={META_KEY: json.dumps(metadata)},
+            ),
+        )
         fault_point("after_delta_commit", batch_id)
         return table.num_rows

@@ -17,6 +17,7 @@ Catalog tables backed by a Python data source receive no options on read (Spark 
 `bound_source()` makes one subclass per table with its path baked in; the catalog then
 resolves `schema.identifier` to it (see runtime/catalog.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,12 @@ import os
 from typing import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
 from . import types
@@ -42,7 +48,7 @@ def _abs(root: str, path: str) -> str:
     from urllib.parse import unquote
 
     if path.startswith("file://"):
-        return unquote(path[len("file://"):])
+        return unquote(path[len("file://") :])
     return path if path.startswith("/") or "://" in path else os.path.join(root, unquote(path))
 
 
@@ -52,11 +58,14 @@ def snapshot_files(root: str, version: int | None) -> list[tuple[str, dict]]:
 
     dt = DeltaTable(root, version=version)
     actions = pa.table(dt.get_add_actions(flatten=True))
-    actions = actions.select([c for c in actions.column_names
-                              if c == "path" or c.startswith("partition.")]).to_pylist()
+    actions = actions.select(
+        [c for c in actions.column_names if c == "path" or c.startswith("partition.")]
+    ).to_pylist()
     return [
-        (_abs(root, a["path"]),
-         {k[len("partition."):]: v for k, v in a.items() if k.startswith("partition.")})
+        (
+            _abs(root, a["path"]),
+            {k[len("partition.") :]: v for k, v in a.items() if k.startswith("partition.")},
+        )
         for a in actions
     ]
 
@@ -71,17 +80,26 @@ def added_files(root: str, start_exclusive: int, end_inclusive: int) -> list[tup
             for line in fh:
                 action = json.loads(line)
                 if "add" in action and action["add"].get("dataChange", True):
-                    out.append((_abs(root, action["add"]["path"]), action["add"].get("partitionValues") or {}))
+                    out.append(
+                        (
+                            _abs(root, action["add"]["path"]),
+                            action["add"].get("partitionValues") or {},
+                        )
+                    )
                 elif "remove" in action and action["remove"].get("dataChange", True):
                     raise StreamingError(
-                        "SSD401", f"source table {root} is not append-only",
+                        "SSD401",
+                        f"source table {root} is not append-only",
                         f"Delta version {v} removes data (an overwrite, delete or MERGE), which a "
                         "streaming_view cannot retract",
-                        "Only append to streaming sources, or rebuild the model with `dbt run --full-refresh`.")
+                        "Only append to streaming sources, or rebuild the model with `dbt run --full-refresh`.",
+                    )
     return out
 
 
-def files_by_batch(root: str, after: int, batches: list[list[int]], column: str) -> list[tuple[str, dict]]:
+def files_by_batch(
+    root: str, after: int, batches: list[list[int]], column: str
+) -> list[tuple[str, dict]]:
     """The files micro-batches read, each tagged with its batch's watermark (ms) under
     `column`. `batches` is [[end version, watermark ms], ...] in batch order, as recorded in
     the model's commits; reading starts after version `after` (-1: the first batch read the
@@ -100,10 +118,12 @@ def files_by_batch(root: str, after: int, batches: list[list[int]], column: str)
         read, snapshot = {f for f, _ in out}, {f for f, _ in snapshot_files(root, start)}
         if read != snapshot:
             raise StreamingError(
-                "SSD402", f"the files of {root} at version {start} are not the ones the stream read",
+                "SSD402",
+                f"the files of {root} at version {start} are not the ones the stream read",
                 f"{len(read - snapshot)} file(s) read are gone and {len(snapshot - read)} are new "
                 "(the table was rewritten, e.g. compacted)",
-                "Rebuild the model with `dbt run --full-refresh`.")
+                "Rebuild the model with `dbt run --full-refresh`.",
+            )
     return out
 
 
@@ -118,7 +138,9 @@ def _partitions(files: list[tuple[str, dict]]) -> list[FilesPartition]:
     return [FilesPartition(files[i::n]) for i in range(n)]
 
 
-def _read(files: list[tuple[str, dict]], schema, late: str | None = None) -> Iterator[pa.RecordBatch]:
+def _read(
+    files: list[tuple[str, dict]], schema, late: str | None = None
+) -> Iterator[pa.RecordBatch]:
     """The rows of `files` as `schema`; with `late`, that last column holds each file's batch
     watermark (files_by_batch)."""
     import pyarrow.parquet as pq
@@ -133,7 +155,8 @@ def _read(files: list[tuple[str, dict]], schema, late: str | None = None) -> Ite
             if late:
                 watermark = pa.array([constants[late] * 1000] * batch.num_rows, pa.int64())
                 batch = pa.RecordBatch.from_arrays(
-                    batch.columns + [watermark.cast(target.field(late).type)], schema=target)
+                    batch.columns + [watermark.cast(target.field(late).type)], schema=target
+                )
             yield batch
 
 
@@ -145,8 +168,12 @@ class DeltaBatchReader(DataSourceReader):
 
     def partitions(self):
         if self.batch_watermarks is not None:
-            files = files_by_batch(self.path, self.batch_watermarks["after"], self.batch_watermarks["batches"],
-                                   self.late)
+            files = files_by_batch(
+                self.path,
+                self.batch_watermarks["after"],
+                self.batch_watermarks["batches"],
+                self.late,
+            )
         else:
             files = snapshot_files(self.path, self.version)
         return _partitions(files) or [FilesPartition([])]
@@ -217,7 +244,9 @@ class DeltaSource(DataSource):
         return int(v) if v is not None else None
 
     def _batch_watermarks(self) -> dict | None:
-        value = self.options.get("batchWatermarks")  # {"after": v, "batches": [[end, wm ms], ...], "column": c}
+        value = self.options.get(
+            "batchWatermarks"
+        )  # {"after": v, "batches": [[end, wm ms], ...], "column": c}
         return json.loads(value) if value else None
 
     def schema(self):
@@ -231,10 +260,15 @@ class DeltaSource(DataSource):
         return DeltaBatchReader(self.path, schema, self._version(), self._batch_watermarks())
 
     def streamReader(self, schema):
-        return DeltaStreamReader(self.path, self.fixed_label or self.options.get("table", self.path), schema)
+        return DeltaStreamReader(
+            self.path, self.fixed_label or self.options.get("table", self.path), schema
+        )
 
 
 def bound_source(name: str, label: str, path: str) -> type[DeltaSource]:
     """A DeltaSource registered as format `name` that always reads `path` (for catalog tables)."""
-    return type(f"DeltaSource_{name}", (DeltaSource,), {
-        "fixed_path": path, "fixed_label": label, "name": classmethod(lambda cls: name)})
+    return type(
+        f"DeltaSource_{name}",
+        (DeltaSource,),
+        {"fixed_path": path, "fixed_label": label, "name": classmethod(lambda cls: name)},
+    )

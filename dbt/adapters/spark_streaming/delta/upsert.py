@@ -21,6 +21,7 @@ lock makes this process the table's only writer).
 Replaying the changelog in ``(_commit_version, deletes first)`` order, applying ``+I``/``+U``
 as upserts and ``-U``/``-D`` as deletes by key, reproduces the table.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,11 @@ def changelog_path(table_path: str) -> str:
 
 
 def changelog_schema(schema: pa.Schema, restarts: bool = False) -> pa.Schema:
-    schema = schema.append(pa.field(OP, pa.string())).append(pa.field(BATCH, pa.int64())).append(
-        pa.field(VERSION, pa.int64()))
+    schema = (
+        schema.append(pa.field(OP, pa.string()))
+        .append(pa.field(BATCH, pa.int64()))
+        .append(pa.field(VERSION, pa.int64()))
+    )
     return schema.append(pa.field(RESTARTED, pa.bool_())) if restarts else schema
 
 
@@ -84,7 +88,11 @@ def _last_per_key(batch: pa.Table, keys: Sequence[str]) -> pa.Table:
     """The batch with one row per key, the last (an append-only query's rows may repeat a
     unique_key; update-mode batches hold each key once)."""
     last = {key: i for i, key in enumerate(key_tuples(batch, keys))}
-    return batch if len(last) == batch.num_rows else batch.take(pa.array(sorted(last.values()), pa.int64()))
+    return (
+        batch
+        if len(last) == batch.num_rows
+        else batch.take(pa.array(sorted(last.values()), pa.int64()))
+    )
 
 
 def _changed(new: pa.Table, old: pa.Table, columns: Sequence[str]) -> pa.Array:
@@ -103,8 +111,16 @@ def _changed(new: pa.Table, old: pa.Table, columns: Sequence[str]) -> pa.Array:
 class UpsertCommitter:
     """Applies update-mode micro-batches to the keyed table at `path` and its changelog."""
 
-    def __init__(self, path: str, app_id: str, schema: pa.Schema, keys: Sequence[str], keep: str | None):
-        self.path, self.app_id, self.schema, self.keys, self.keep = path, app_id, schema, list(keys), keep
+    def __init__(
+        self, path: str, app_id: str, schema: pa.Schema, keys: Sequence[str], keep: str | None
+    ):
+        self.path, self.app_id, self.schema, self.keys, self.keep = (
+            path,
+            app_id,
+            schema,
+            list(keys),
+            keep,
+        )
         self.changelog = changelog_path(path)
 
     def committed(self, batch_id: int) -> bool:
@@ -114,7 +130,11 @@ class UpsertCommitter:
     def changes(self, dt: DeltaTable, batch: pa.Table) -> tuple[pa.Table, pa.Table]:
         """(changelog rows with `_op`, MERGE source rows with `__op` 'U' or 'D') of a batch."""
         batch = _last_per_key(batch, self.keys)
-        keep = pc.fill_null(batch.column(self.keep), False) if self.keep else _flags(True, batch.num_rows)
+        keep = (
+            pc.fill_null(batch.column(self.keep), False)
+            if self.keep
+            else _flags(True, batch.num_rows)
+        )
         new = batch.select(self.schema.names).cast(self.schema)
         # the table's current rows of these keys; files MERGE wrote may hold strings as
         # string_view, hence the cast
@@ -133,46 +153,76 @@ class UpsertCommitter:
         deleted = pc.and_(found, pc.invert(keep))
         parts = [(new.filter(inserted), "+I")]
         if old_rows is not None:
-            parts = [(old_rows.filter(updated), "-U"), (old_rows.filter(deleted), "-D")] + parts + [
-                (new.filter(updated), "+U")]
-        log = pa.concat_tables([t.append_column(OP, pa.array([op] * t.num_rows, pa.string())) for t, op in parts])
+            parts = (
+                [(old_rows.filter(updated), "-U"), (old_rows.filter(deleted), "-D")]
+                + parts
+                + [(new.filter(updated), "+U")]
+            )
+        log = pa.concat_tables(
+            [t.append_column(OP, pa.array([op] * t.num_rows, pa.string())) for t, op in parts]
+        )
         upserts, deletes = new.filter(pc.or_(inserted, updated)), new.filter(deleted)
-        source = pa.concat_tables([upserts.append_column("__op", pa.array(["U"] * upserts.num_rows, pa.string())),
-                                   deletes.append_column("__op", pa.array(["D"] * deletes.num_rows, pa.string()))])
+        source = pa.concat_tables(
+            [
+                upserts.append_column("__op", pa.array(["U"] * upserts.num_rows, pa.string())),
+                deletes.append_column("__op", pa.array(["D"] * deletes.num_rows, pa.string())),
+            ]
+        )
         return log, source
 
-    def commit(self, batch: pa.Table, batch_id: int, metadata: dict, restarted: set | None = None) -> int:
+    def commit(
+        self, batch: pa.Table, batch_id: int, metadata: dict, restarted: set | None = None
+    ) -> int:
         """Apply `batch` as the commit of `batch_id`; returns the number of changelog rows.
         With `restarted` (state_ttl models), the changelog marks the changes of those keys."""
         fault_point("before_write", batch_id)
         dt = DeltaTable(self.path)
         log, source = self.changes(dt, batch)
-        props = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)],
-                                 custom_metadata={META_KEY: json.dumps(metadata)})
+        props = CommitProperties(
+            app_transactions=[Transaction(self.app_id, batch_id)],
+            custom_metadata={META_KEY: json.dumps(metadata)},
+        )
         version = dt.version() + 1
         logged = DeltaTable(self.changelog).transaction_version(self.app_id)
         if log.num_rows and (logged is None or logged < batch_id):
-            log = log.append_column(BATCH, pa.array([batch_id] * log.num_rows, pa.int64())).append_column(
-                VERSION, pa.array([version] * log.num_rows, pa.int64()))
+            log = log.append_column(
+                BATCH, pa.array([batch_id] * log.num_rows, pa.int64())
+            ).append_column(VERSION, pa.array([version] * log.num_rows, pa.int64()))
             if restarted is not None:
-                log = log.append_column(RESTARTED, pa.array(
-                    [key in restarted for key in key_tuples(log, self.keys)], pa.bool_()))
-            write_deltalake(self.changelog, log, mode="append", commit_properties=CommitProperties(
-                app_transactions=[Transaction(self.app_id, batch_id)]))
+                log = log.append_column(
+                    RESTARTED,
+                    pa.array([key in restarted for key in key_tuples(log, self.keys)], pa.bool_()),
+                )
+            write_deltalake(
+                self.changelog,
+                log,
+                mode="append",
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(self.app_id, batch_id)]
+                ),
+            )
         fault_point("during_write", batch_id)
         if source.num_rows:
-            on = " AND ".join(f"(t.{_quote(k)} IS NOT DISTINCT FROM s.{_quote(k)})" for k in self.keys)
+            on = " AND ".join(
+                f"(t.{_quote(k)} IS NOT DISTINCT FROM s.{_quote(k)})" for k in self.keys
+            )
             values = {_quote(c): f"s.{_quote(c)}" for c in self.schema.names}
-            (dt.merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
-             .when_matched_delete(predicate="s.__op = 'D'")
-             .when_matched_update(values, predicate="s.__op = 'U'")
-             .when_not_matched_insert(values, predicate="s.__op = 'U'")
-             .execute())
+            (
+                dt.merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
+                .when_matched_delete(predicate="s.__op = 'D'")
+                .when_matched_update(values, predicate="s.__op = 'U'")
+                .when_not_matched_insert(values, predicate="s.__op = 'U'")
+                .execute()
+            )
         else:  # every batch commits, so the table's last commit records what was consumed
-            dt.create_write_transaction([], mode="append", schema=self.schema, commit_properties=props)
+            dt.create_write_transaction(
+                [], mode="append", schema=self.schema, commit_properties=props
+            )
         fault_point("after_delta_commit", batch_id)
         return log.num_rows
 
 
 def create_changelog(table_path: str, schema: pa.Schema, restarts: bool = False) -> None:
-    DeltaTable.create(changelog_path(table_path), schema=changelog_schema(schema, restarts), mode="error")
+    DeltaTable.create(
+        changelog_path(table_path), schema=changelog_schema(schema, restarts), mode="error"
+    )

@@ -14,6 +14,7 @@ Delta commit, so readers (and streaming models) see the old table or the new one
 The rows pass through the driver as Arrow: right for dimension, reporting and snapshot
 tables, not for rebuilding very large tables.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -43,11 +44,14 @@ def query(spark, sql: str) -> tuple[pa.Table, Columns]:
     """Run `sql` in Spark: its rows as Arrow (every column nullable, as Delta columns are) and
     its columns. A bare NULL column (Spark type void) becomes a string: Delta has no null type."""
     df = spark.sql(sql)
-    columns = [(f.name, "string" if f.dataType.simpleString() == "void" else f.dataType.simpleString())
-               for f in df.schema.fields]
+    columns = [
+        (f.name, "string" if f.dataType.simpleString() == "void" else f.dataType.simpleString())
+        for f in df.schema.fields
+    ]
     data = df.toArrow()
-    schema = pa.schema([pa.field(f.name, pa.string() if pa.types.is_null(f.type) else f.type)
-                        for f in data.schema])
+    schema = pa.schema(
+        [pa.field(f.name, pa.string() if pa.types.is_null(f.type) else f.type) for f in data.schema]
+    )
     return data.cast(schema), columns
 
 
@@ -87,8 +91,12 @@ def _check_partitions(partition_by: list[str], columns: Columns, label: str) -> 
     names = [n for n, _ in columns]
     missing = [p for p in partition_by if p not in names]
     if missing:
-        raise config_error("partition_by", partition_by, f"columns of {label}: {names}",
-                           f"Partition only by columns the model selects (missing: {missing}).")
+        raise config_error(
+            "partition_by",
+            partition_by,
+            f"columns of {label}: {names}",
+            f"Partition only by columns the model selects (missing: {missing}).",
+        )
 
 
 def _done(catalog: Catalog, schema: str, identifier: str, verb: str, rows: int) -> AdapterResponse:
@@ -96,14 +104,20 @@ def _done(catalog: Catalog, schema: str, identifier: str, verb: str, rows: int) 
     return AdapterResponse(_message=f"{verb} {rows}", rows_affected=rows)
 
 
-def write_table(spark, catalog: Catalog, schema: str, identifier: str, sql: str,
-                partition_by: Any = None) -> AdapterResponse:
+def write_table(
+    spark, catalog: Catalog, schema: str, identifier: str, sql: str, partition_by: Any = None
+) -> AdapterResponse:
     """(Re)build the Delta table from `sql`: one overwrite commit, new schema and partitioning."""
     data, columns = query(spark, sql)
     partitions = _as_list(partition_by)
     _check_partitions(partitions, columns, f"{schema}.{identifier}")
-    write_deltalake(catalog.location(schema, identifier), data, mode="overwrite",
-                    schema_mode="overwrite", partition_by=partitions)
+    write_deltalake(
+        catalog.location(schema, identifier),
+        data,
+        mode="overwrite",
+        schema_mode="overwrite",
+        partition_by=partitions,
+    )
     return _done(catalog, schema, identifier, "CREATE TABLE", data.num_rows)
 
 
@@ -127,19 +141,32 @@ class IncrementalConfig:
             raise config_error("incremental_strategy", strategy, " or ".join(map(repr, STRATEGIES)))
         on_schema_change = config.get("on_schema_change") or "ignore"
         if on_schema_change not in ON_SCHEMA_CHANGE:
-            raise config_error("on_schema_change", on_schema_change, " or ".join(map(repr, ON_SCHEMA_CHANGE)))
+            raise config_error(
+                "on_schema_change", on_schema_change, " or ".join(map(repr, ON_SCHEMA_CHANGE))
+            )
         if strategy == "merge" and not unique_key:
-            raise config_error("unique_key", None, "one column or a list of columns",
-                               "The 'merge' strategy needs `unique_key`; use 'append' to insert every row.")
-        return cls(strategy=strategy, unique_key=unique_key, on_schema_change=on_schema_change,
-                   partition_by=_as_list(config.get("partition_by")),
-                   merge_update_columns=_as_list(config.get("merge_update_columns")),
-                   merge_exclude_columns=_as_list(config.get("merge_exclude_columns")),
-                   incremental_predicates=_as_list(config.get("incremental_predicates")
-                                                   or config.get("predicates")))
+            raise config_error(
+                "unique_key",
+                None,
+                "one column or a list of columns",
+                "The 'merge' strategy needs `unique_key`; use 'append' to insert every row.",
+            )
+        return cls(
+            strategy=strategy,
+            unique_key=unique_key,
+            on_schema_change=on_schema_change,
+            partition_by=_as_list(config.get("partition_by")),
+            merge_update_columns=_as_list(config.get("merge_update_columns")),
+            merge_exclude_columns=_as_list(config.get("merge_exclude_columns")),
+            incremental_predicates=_as_list(
+                config.get("incremental_predicates") or config.get("predicates")
+            ),
+        )
 
 
-def align(path: str, data: pa.Table, columns: Columns, mode: str, label: str) -> tuple[pa.Table, bool]:
+def align(
+    path: str, data: pa.Table, columns: Columns, mode: str, label: str
+) -> tuple[pa.Table, bool]:
     """Align the new rows with the table's columns per `on_schema_change` (`mode`). Returns the
     rows and whether the write must add columns to the table. sync_all_columns first rewrites
     the table with the new columns (a commit of its own)."""
@@ -152,18 +179,27 @@ def align(path: str, data: pa.Table, columns: Columns, mode: str, label: str) ->
     if not (added or removed or changed) or mode == "ignore":
         return project(data, existing), False
     if mode == "fail":  # a compilation error, as dbt's own on_schema_change='fail' raises
-        raise CompilationError(StreamingError(
-            "SSD403", f"the columns of incremental model {label} changed",
-            f"Got: added {added}, removed {removed}, retyped {changed} / Expected: the table's columns {existing}",
-            "Set on_schema_change to 'append_new_columns' or 'sync_all_columns', or rebuild the "
-            "table with `dbt run --full-refresh`.").msg)
+        raise CompilationError(
+            StreamingError(
+                "SSD403",
+                f"the columns of incremental model {label} changed",
+                f"Got: added {added}, removed {removed}, retyped {changed} / Expected: the table's columns {existing}",
+                "Set on_schema_change to 'append_new_columns' or 'sync_all_columns', or rebuild the "
+                "table with `dbt run --full-refresh`.",
+            ).msg
+        )
     if mode == "append_new_columns":
         return project(data, existing + added), bool(added)
     # sync_all_columns: the table takes the query's columns; old rows keep what they can.
     old = DeltaTable(path)
     partitions = [p for p in old.metadata().partition_columns if p.lower() in new]
-    write_deltalake(path, project(old.to_pyarrow_table(), columns), mode="overwrite",
-                    schema_mode="overwrite", partition_by=partitions)
+    write_deltalake(
+        path,
+        project(old.to_pyarrow_table(), columns),
+        mode="overwrite",
+        schema_mode="overwrite",
+        partition_by=partitions,
+    )
     return project(data, columns), False
 
 
@@ -181,13 +217,19 @@ def _partitions_predicate(data: pa.Table, partitions: list[str]) -> str:
     """A predicate matching the partitions that hold any of `data`'s rows."""
     values = data.select(partitions).group_by(partitions).aggregate([]).to_pylist()
     return " OR ".join(
-        "(" + " AND ".join(f"{_q(p)} IS NULL" if row[p] is None else f"{_q(p)} = {_literal(row[p])}"
-                           for p in partitions) + ")"
-        for row in values)
+        "("
+        + " AND ".join(
+            f"{_q(p)} IS NULL" if row[p] is None else f"{_q(p)} = {_literal(row[p])}"
+            for p in partitions
+        )
+        + ")"
+        for row in values
+    )
 
 
-def run_incremental(spark, catalog: Catalog, schema: str, identifier: str, sql: str,
-                    config: dict) -> AdapterResponse:
+def run_incremental(
+    spark, catalog: Catalog, schema: str, identifier: str, sql: str, config: dict
+) -> AdapterResponse:
     """Add the query's rows to the existing Delta table per the incremental strategy."""
     cfg = IncrementalConfig.from_config(config)
     label = f"{schema}.{identifier}"
@@ -198,12 +240,17 @@ def run_incremental(spark, catalog: Catalog, schema: str, identifier: str, sql: 
     if cfg.strategy == "append":
         write_deltalake(path, data, mode="append", schema_mode=schema_mode)
     elif cfg.strategy == "merge":
-        on = " AND ".join([f"{SOURCE}.{_q(k)} = {TARGET}.{_q(k)}" for k in cfg.unique_key]
-                          + [f"({p})" for p in cfg.incremental_predicates])
-        merger = DeltaTable(path).merge(source=data, predicate=on, source_alias=SOURCE,
-                                        target_alias=TARGET, merge_schema=evolve)
+        on = " AND ".join(
+            [f"{SOURCE}.{_q(k)} = {TARGET}.{_q(k)}" for k in cfg.unique_key]
+            + [f"({p})" for p in cfg.incremental_predicates]
+        )
+        merger = DeltaTable(path).merge(
+            source=data, predicate=on, source_alias=SOURCE, target_alias=TARGET, merge_schema=evolve
+        )
         if cfg.merge_update_columns:
-            merger = merger.when_matched_update({_q(c): f"{SOURCE}.{_q(c)}" for c in cfg.merge_update_columns})
+            merger = merger.when_matched_update(
+                {_q(c): f"{SOURCE}.{_q(c)}" for c in cfg.merge_update_columns}
+            )
         else:
             merger = merger.when_matched_update_all(except_cols=cfg.merge_exclude_columns or None)
         merger.when_not_matched_insert_all().execute()
@@ -212,8 +259,13 @@ def run_incremental(spark, catalog: Catalog, schema: str, identifier: str, sql: 
         if not partitions:
             write_deltalake(path, data, mode="overwrite", schema_mode=schema_mode)
         elif data.num_rows:
-            write_deltalake(path, data, mode="overwrite", schema_mode=schema_mode,
-                            predicate=_partitions_predicate(data, partitions))
+            write_deltalake(
+                path,
+                data,
+                mode="overwrite",
+                schema_mode=schema_mode,
+                predicate=_partitions_predicate(data, partitions),
+            )
     return _done(catalog, schema, identifier, cfg.strategy.upper(), data.num_rows)
 
 
@@ -222,14 +274,25 @@ def add_columns(path: str, columns: Columns) -> None:
     DeltaTable(path).alter.add_columns(Schema.from_arrow(types.arrow_schema(columns)).fields)
 
 
-def merge_snapshot(spark, catalog: Catalog, schema: str, identifier: str, staging_sql: str,
-                   names: dict, valid_to_current: Optional[str] = None) -> AdapterResponse:
+def merge_snapshot(
+    spark,
+    catalog: Catalog,
+    schema: str,
+    identifier: str,
+    staging_sql: str,
+    names: dict,
+    valid_to_current: Optional[str] = None,
+) -> AdapterResponse:
     """dbt's snapshot MERGE through delta-rs. `staging_sql` is dbt's snapshot staging query
     (one row per insert, update or delete, with `dbt_change_type`); `names` maps dbt's
     snapshot meta columns to this snapshot's names (`snapshot_table_column_names`)."""
     path = catalog.location(schema, identifier)
     data, columns = query(spark, staging_sql)
-    internal = [n for n, _ in columns if n.lower() == "dbt_change_type" or n.lower().startswith("dbt_unique_key")]
+    internal = [
+        n
+        for n, _ in columns
+        if n.lower() == "dbt_change_type" or n.lower().startswith("dbt_unique_key")
+    ]
     have = {n.lower() for n, _ in types.table_columns(path)}
     missing = [(n, t) for n, t in columns if n.lower() not in have and n not in internal]
     if missing:
@@ -240,11 +303,21 @@ def merge_snapshot(spark, catalog: Catalog, schema: str, identifier: str, stagin
         current = f"({TARGET}.{valid_to} = {valid_to_current} OR {current})"
     stats = (
         DeltaTable(path)
-        .merge(source=data, predicate=f"{SOURCE}.{scd} = {TARGET}.{scd}", source_alias=SOURCE, target_alias=TARGET)
-        .when_matched_update({valid_to: f"{SOURCE}.{valid_to}"},
-                             predicate=f"{current} AND {SOURCE}.dbt_change_type IN ('update', 'delete')")
-        .when_not_matched_insert({_q(n): f"{SOURCE}.{_q(n)}" for n, _ in columns if n not in internal},
-                                 predicate=f"{SOURCE}.dbt_change_type = 'insert'")
-        .execute())
+        .merge(
+            source=data,
+            predicate=f"{SOURCE}.{scd} = {TARGET}.{scd}",
+            source_alias=SOURCE,
+            target_alias=TARGET,
+        )
+        .when_matched_update(
+            {valid_to: f"{SOURCE}.{valid_to}"},
+            predicate=f"{current} AND {SOURCE}.dbt_change_type IN ('update', 'delete')",
+        )
+        .when_not_matched_insert(
+            {_q(n): f"{SOURCE}.{_q(n)}" for n, _ in columns if n not in internal},
+            predicate=f"{SOURCE}.dbt_change_type = 'insert'",
+        )
+        .execute()
+    )
     rows = stats.get("num_target_rows_inserted", 0) + stats.get("num_target_rows_updated", 0)
     return _done(catalog, schema, identifier, "MERGE", rows)

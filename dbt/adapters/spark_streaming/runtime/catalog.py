@@ -9,6 +9,7 @@ resolution then works everywhere: model SQL, dbt tests, `dbt show`, singular tes
 A relation lives at `<warehouse_path>/<schema>/<identifier>` unless a source declares
 `meta: {location: ...}` (recorded by `register_location`, bound on next use).
 """
+
 from __future__ import annotations
 
 import os
@@ -67,7 +68,9 @@ class Catalog:
             self.spark.dataSource.register(bound_source(fmt, f"{schema}.{identifier}", path))
             self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{schema}`")
             self.spark.sql(f"DROP TABLE IF EXISTS `{schema}`.`{identifier}`")
-            self.spark.sql(f"CREATE TABLE `{schema}`.`{identifier}` ({types.ddl(columns)}) USING {fmt}")
+            self.spark.sql(
+                f"CREATE TABLE `{schema}`.`{identifier}` ({types.ddl(columns)}) USING {fmt}"
+            )
             self._bound[(schema, identifier)] = (path, columns)
             return True
 

@@ -13,6 +13,7 @@ retention), so its row aggregates only what came after: by design it differs fro
 query. Its changes are marked `_restarted` in the changelog, and such keys are left out of
 the comparison on both sides (the summary counts them).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,13 @@ SAMPLE_ROWS = 5
 MAX_TOLERANCE_PAIRING = 100_000  # differing rows paired in Python when float_tolerance is set
 
 
-QUERY_CONFIG = ("watermark_delay", "unique_key", "emit", "state_ttl", "constant_domain")  # the configs that shape the compiled query
+QUERY_CONFIG = (
+    "watermark_delay",
+    "unique_key",
+    "emit",
+    "state_ttl",
+    "constant_domain",
+)  # the configs that shape the compiled query
 
 
 def query_file(target: str, fingerprint: str) -> str:
@@ -45,20 +52,33 @@ def save_query(target: str, plan, sql: str, config: dict, materialization: str) 
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as fh:
-        json.dump({"sql": sql, "materialization": materialization, "dimensions": config.get("dimensions") or [],
-                   **{k: config.get(k) for k in QUERY_CONFIG}}, fh)
+        json.dump(
+            {
+                "sql": sql,
+                "materialization": materialization,
+                "dimensions": config.get("dimensions") or [],
+                **{k: config.get(k) for k in QUERY_CONFIG},
+            },
+            fh,
+        )
     os.replace(path + ".tmp", path)
 
 
 def _batches(target: str, at_version: Optional[int]) -> list[dict]:
-    batches = [c for c in commit_history(target)
-               if c.get("batch_id") is not None and (at_version is None or c["table_version"] <= at_version)]
+    batches = [
+        c
+        for c in commit_history(target)
+        if c.get("batch_id") is not None
+        and (at_version is None or c["table_version"] <= at_version)
+    ]
     if not batches:
         raise StreamingError(
-            "SST501", f"{target} has no streaming commit" + (f" at or before version {at_version}"
-                                                          if at_version is not None else ""),
+            "SST501",
+            f"{target} has no streaming commit"
+            + (f" at or before version {at_version}" if at_version is not None else ""),
             "snapshot equivalence compares a table with the input its stream consumed, recorded per commit",
-            "Run `dbt run` on the model first (or pick a later `at_version`).")
+            "Run `dbt run` on the model first (or pick a later `at_version`).",
+        )
     return batches
 
 
@@ -70,39 +90,62 @@ def _plan(catalog: Catalog, target: str, fingerprint: str):
             query = json.load(fh)
     except FileNotFoundError:
         raise StreamingError(
-            "SST502", f"the query that built {target} is not recorded",
+            "SST502",
+            f"the query that built {target} is not recorded",
             f"no {query_file(target, fingerprint)} (the table predates query recording)",
-            "Rebuild the model with `dbt run --full-refresh`.") from None
+            "Rebuild the model with `dbt run --full-refresh`.",
+        ) from None
     if query.get("dimensions"):
         raise StreamingError(
-            "SST505", f"{target} joins dimension tables ({', '.join(query['dimensions'])})",
+            "SST505",
+            f"{target} joins dimension tables ({', '.join(query['dimensions'])})",
             "each micro-batch joined them at the version current when it ran, which its commits do "
             "not record, so no single batch query reproduces the table",
             "Remove the snapshot_equivalence test from this model; test the dimension join with "
-            "ordinary dbt tests.")
-    plan = compile_model(catalog, StreamingModel(
-        schema="", identifier=target, sql=query["sql"], config={k: query.get(k) for k in QUERY_CONFIG},
-        full_refresh=False, materialization=query["materialization"]))
+            "ordinary dbt tests.",
+        )
+    plan = compile_model(
+        catalog,
+        StreamingModel(
+            schema="",
+            identifier=target,
+            sql=query["sql"],
+            config={k: query.get(k) for k in QUERY_CONFIG},
+            full_refresh=False,
+            materialization=query["materialization"],
+        ),
+    )
     if plan.fingerprint != fingerprint:
         raise StreamingError(
-            "SST503", f"the query of {target} compiles differently than when its table was built",
+            "SST503",
+            f"the query of {target} compiles differently than when its table was built",
             "this version of dbt-spark-streaming rewrites it to other Spark SQL, so the batch side "
-            "would not be the query the stream ran", "Rebuild the model with `dbt run --full-refresh`.")
+            "would not be the query the stream ran",
+            "Rebuild the model with `dbt run --full-refresh`.",
+        )
     return plan
 
 
-def bind_inputs(spark, catalog: Catalog, plan, batches: list[dict], after: dict, prefix: str) -> dict:
+def bind_inputs(
+    spark, catalog: Catalog, plan, batches: list[dict], after: dict, prefix: str
+) -> dict:
     """Temp views of the plan's sources as read by `batches`, rows tagged with their batch's
     watermark; `after` gives per source the version read before the first of them (-1: none)."""
     bindings = {}
     for i, name in enumerate(plan.sources):
         schema, _, identifier = name.rpartition(".")
-        schedule = [[b["sources"][name], b["watermark_ms"]] for b in batches if name in b["sources"]]
+        schedule = [
+            [b["sources"][name], b["watermark_ms"]] for b in batches if name in b["sources"]
+        ]
         view = f"{prefix}_{i}"
         reader = spark.read.format(FORMAT)
         if schedule:  # else a dimension table (config `dimensions`), not read by the stream
-            reader = reader.option("batchWatermarks", json.dumps(
-                {"after": after.get(name, -1), "batches": schedule, "column": LATE_COLUMN}))
+            reader = reader.option(
+                "batchWatermarks",
+                json.dumps(
+                    {"after": after.get(name, -1), "batches": schedule, "column": LATE_COLUMN}
+                ),
+            )
         reader.load(catalog.location(schema or "default", identifier)).createOrReplaceTempView(view)
         bindings[name] = view
     return bindings
@@ -158,20 +201,33 @@ class Equivalence:
 
     def summary(self) -> str:
         srcs = ", ".join(f"{n}@v{v}" for n, v in self.sources.items())
-        outside = (f", changed outside the stream after v{self.stream_version}"
-                   if self.stream_version != self.table_version else "")
-        head = (f"snapshot_equivalence {self.model}@v{self.table_version}{outside} over {srcs} "
-                f"(watermark {self.watermark or 'none'}): {self.actual_rows} rows in the table, "
-                f"{self.expected_rows} from the batch query"
-                + (f" ({self.restarted_keys} keys left out: restarted after state_ttl)" if self.restarted_keys else "")
-                + "; ")
+        outside = (
+            f", changed outside the stream after v{self.stream_version}"
+            if self.stream_version != self.table_version
+            else ""
+        )
+        head = (
+            f"snapshot_equivalence {self.model}@v{self.table_version}{outside} over {srcs} "
+            f"(watermark {self.watermark or 'none'}): {self.actual_rows} rows in the table, "
+            f"{self.expected_rows} from the batch query"
+            + (
+                f" ({self.restarted_keys} keys left out: restarted after state_ttl)"
+                if self.restarted_keys
+                else ""
+            )
+            + "; "
+        )
         if self.passed:
             return head + "equal"
-        lines = [head + f"{self.missing} missing, {self.unexpected} unexpected",
-                 f"  ({', '.join(self.columns)})"]
+        lines = [
+            head + f"{self.missing} missing, {self.unexpected} unexpected",
+            f"  ({', '.join(self.columns)})",
+        ]
         for kind in ("missing", "unexpected"):
             for row in self.samples.get(kind, []):
-                lines.append(f"  {kind}: ({', '.join('NULL' if v is None else str(v) for v in row)})")
+                lines.append(
+                    f"  {kind}: ({', '.join('NULL' if v is None else str(v) for v in row)})"
+                )
         return "\n".join(lines)
 
 
@@ -185,13 +241,17 @@ def _close(a: Any, b: Any, tol: float) -> bool:
     return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
 
 
-def _pair_within_tolerance(missing: list[dict], unexpected: list[dict], floats: list[str], tol: float):
+def _pair_within_tolerance(
+    missing: list[dict], unexpected: list[dict], floats: list[str], tol: float
+):
     """Drop pairs (missing row, unexpected row) equal except for floats within `tol`."""
     left = list(unexpected)
     kept_missing = []
     for row in missing:
         for j, other in enumerate(left):
-            if all(_close(row[c], other[c], tol) if c in floats else row[c] == other[c] for c in row):
+            if all(
+                _close(row[c], other[c], tol) if c in floats else row[c] == other[c] for c in row
+            ):
                 del left[j]
                 break
         else:
@@ -209,12 +269,24 @@ def _restarted_keys(spark, plan, target: str, version: int, columns: list[str]):
     by_name = {c.lower(): c for c in columns}
     keys = [by_name[k.lower()] for k in plan.upsert.unique_key]
     log = spark.read.format(FORMAT).load(changelog_path(target))
-    restarted = log.where(f"{RESTARTED} AND {VERSION} <= {int(version)}").select(*[f"`{k}`" for k in keys]).distinct()
+    restarted = (
+        log.where(f"{RESTARTED} AND {VERSION} <= {int(version)}")
+        .select(*[f"`{k}`" for k in keys])
+        .distinct()
+    )
     return restarted.localCheckpoint() if restarted.limit(1).count() else None
 
 
-def check(spark, catalog: Catalog, schema: str, identifier: str, *, at_version: Optional[int] = None,
-          where: Optional[str] = None, float_tolerance: Optional[float] = None) -> Equivalence:
+def check(
+    spark,
+    catalog: Catalog,
+    schema: str,
+    identifier: str,
+    *,
+    at_version: Optional[int] = None,
+    where: Optional[str] = None,
+    float_tolerance: Optional[float] = None,
+) -> Equivalence:
     """Compare the model's table (as of its last commit, or of `at_version`) with its query run
     in batch over exactly the input that commit had consumed."""
     from pyspark.sql import functions as F
@@ -230,47 +302,93 @@ def check(spark, catalog: Catalog, schema: str, identifier: str, *, at_version: 
     expected = spark.sql(plan.emitted_sql(bindings, last["watermark_ms"] * 1000))
     if [f.name for f in expected.schema.fields] != actual.columns:
         raise StreamingError(
-            "SST504", f"the columns of {schema}.{identifier} are not those of its query",
+            "SST504",
+            f"the columns of {schema}.{identifier} are not those of its query",
             f"table {actual.columns}, query {[f.name for f in expected.schema.fields]}",
-            "Rebuild the model with `dbt run --full-refresh`.")
-    expected = expected.select([F.col(f"`{f.name}`").cast(f.dataType) for f in actual.schema.fields])
+            "Rebuild the model with `dbt run --full-refresh`.",
+        )
+    expected = expected.select(
+        [F.col(f"`{f.name}`").cast(f.dataType) for f in actual.schema.fields]
+    )
     if where:
         actual, expected = actual.where(where), expected.where(where)
     restarted = _restarted_keys(spark, plan, target, version, actual.columns)
     if restarted is not None:
-        actual, expected = (df.join(restarted, [df[f"`{k}`"].eqNullSafe(restarted[f"`{k}`"]) for k in restarted.columns],
-                                    "left_anti") for df in (actual, expected))
+        actual, expected = (
+            df.join(
+                restarted,
+                [df[f"`{k}`"].eqNullSafe(restarted[f"`{k}`"]) for k in restarted.columns],
+                "left_anti",
+            )
+            for df in (actual, expected)
+        )
 
     cols = [f"`{c}`" for c in actual.columns]
-    tagged = (expected.select(*cols, F.lit(1).alias("__e"), F.lit(0).alias("__a"))
-              .unionByName(actual.select(*cols, F.lit(0).alias("__e"), F.lit(1).alias("__a"))))
+    tagged = expected.select(*cols, F.lit(1).alias("__e"), F.lit(0).alias("__a")).unionByName(
+        actual.select(*cols, F.lit(0).alias("__e"), F.lit(1).alias("__a"))
+    )
     # One pass over each side: per distinct row, how often each side has it.
-    counts = tagged.groupBy(*cols).agg(F.sum("__e").alias("__e"), F.sum("__a").alias("__a")).localCheckpoint()
-    totals = counts.agg(F.sum("__e"), F.sum("__a"), F.sum(F.greatest(F.col("__e") - F.col("__a"), F.lit(0))),
-                        F.sum(F.greatest(F.col("__a") - F.col("__e"), F.lit(0)))).first()
+    counts = (
+        tagged.groupBy(*cols)
+        .agg(F.sum("__e").alias("__e"), F.sum("__a").alias("__a"))
+        .localCheckpoint()
+    )
+    totals = counts.agg(
+        F.sum("__e"),
+        F.sum("__a"),
+        F.sum(F.greatest(F.col("__e") - F.col("__a"), F.lit(0))),
+        F.sum(F.greatest(F.col("__a") - F.col("__e"), F.lit(0))),
+    ).first()
     expected_rows, actual_rows, missing, unexpected = (int(t or 0) for t in totals)
-    rows = counts.where("__e != __a").select(
-        F.when(F.col("__e") > F.col("__a"), "missing").otherwise("unexpected").alias("_diff"), *cols,
-        F.explode(F.sequence(F.lit(1), F.abs(F.col("__e") - F.col("__a")))).alias("__i")).drop("__i")
+    rows = (
+        counts.where("__e != __a")
+        .select(
+            F.when(F.col("__e") > F.col("__a"), "missing").otherwise("unexpected").alias("_diff"),
+            *cols,
+            F.explode(F.sequence(F.lit(1), F.abs(F.col("__e") - F.col("__a")))).alias("__i"),
+        )
+        .drop("__i")
+    )
 
     floats = _float_columns(actual)
-    if float_tolerance and floats and missing and unexpected and missing + unexpected <= MAX_TOLERANCE_PAIRING:
+    if (
+        float_tolerance
+        and floats
+        and missing
+        and unexpected
+        and missing + unexpected <= MAX_TOLERANCE_PAIRING
+    ):
         collected = [r.asDict() for r in rows.collect()]
         left = [{c: r[c] for c in actual.columns} for r in collected if r["_diff"] == "missing"]
         right = [{c: r[c] for c in actual.columns} for r in collected if r["_diff"] == "unexpected"]
         left, right = _pair_within_tolerance(left, right, floats, float_tolerance)
         missing, unexpected = len(left), len(right)
-        data = [("missing", *r.values()) for r in left] + [("unexpected", *r.values()) for r in right]
+        data = [("missing", *r.values()) for r in left] + [
+            ("unexpected", *r.values()) for r in right
+        ]
         rows = spark.createDataFrame(data, rows.schema) if data else rows.limit(0)
 
     view = f"{prefix}_diff"
     rows.createOrReplaceTempView(view)  # cheap to read again: `counts` is checkpointed
-    samples = {kind: [tuple(r)[1:] for r in rows.where(F.col("_diff") == kind).limit(SAMPLE_ROWS).collect()]
-               for kind, n in (("missing", missing), ("unexpected", unexpected)) if n}
+    samples = {
+        kind: [
+            tuple(r)[1:] for r in rows.where(F.col("_diff") == kind).limit(SAMPLE_ROWS).collect()
+        ]
+        for kind, n in (("missing", missing), ("unexpected", unexpected))
+        if n
+    }
     return Equivalence(
-        model=f"{schema}.{identifier}", table_version=version, stream_version=last["table_version"],
+        model=f"{schema}.{identifier}",
+        table_version=version,
+        stream_version=last["table_version"],
         sources=last["sources"],
-        watermark=last.get("watermark"), actual_rows=actual_rows, expected_rows=expected_rows,
+        watermark=last.get("watermark"),
+        actual_rows=actual_rows,
+        expected_rows=expected_rows,
         restarted_keys=restarted.count() if restarted is not None else 0,
-        missing=missing, unexpected=unexpected, view=view,
-        columns=actual.columns, samples=samples)
+        missing=missing,
+        unexpected=unexpected,
+        view=view,
+        columns=actual.columns,
+        samples=samples,
+    )

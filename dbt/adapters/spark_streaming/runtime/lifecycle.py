@@ -11,6 +11,7 @@ Both keep their files under ``<warehouse>/.dbt_streaming/`` (hidden from the cat
   before the marker leaves the old table; a crash between the renames is finished by the
   next run of the model (``recover``), which moves the complete build into place.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,7 +49,11 @@ def _alive(pid: int) -> bool:
 def model_lock(warehouse: str, name: str) -> Iterator[None]:
     """Hold the run lock of model `name` (schema.identifier) for the duration of the block."""
     path = os.path.join(_home(warehouse, "locks"), f"{name}.lock")
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+    me = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     for _ in range(2):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -58,15 +63,21 @@ def model_lock(warehouse: str, name: str) -> Iterator[None]:
                     owner = json.load(fh)
             except (OSError, ValueError):
                 owner = {}
-            if owner.get("host") == me["host"] and isinstance(owner.get("pid"), int) and not _alive(owner["pid"]):
+            if (
+                owner.get("host") == me["host"]
+                and isinstance(owner.get("pid"), int)
+                and not _alive(owner["pid"])
+            ):
                 os.remove(path)  # stale: its process is gone
                 continue
             raise StreamingError(
-                "SSR307", f"{name} is already being run",
+                "SSR307",
+                f"{name} is already being run",
                 f"process {owner.get('pid', '?')} on host {owner.get('host', '?')} holds its lock since "
                 f"{owner.get('since', '?')} ({path})",
                 "Wait for that run to finish. If that process is gone (another host, say), delete the "
-                "lock file.") from None
+                "lock file.",
+            ) from None
         with os.fdopen(fd, "w") as fh:
             json.dump(me, fh)
         break

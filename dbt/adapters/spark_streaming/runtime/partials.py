@@ -5,6 +5,7 @@ started afresh because their stored partials had expired.
 Three Spark jobs per batch: the batch's partial aggregates (collected: one row per key it
 touches), their merge with the stored partials of those keys (read with delta-rs, matched in
 Arrow), and the query's projection of the merged partials."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -29,7 +30,9 @@ def result_schema(plan, spark, stream_schema, name: str):
     return _step(plan, "final", _step(plan, "merge", partial, name), name).schema
 
 
-def _stored(table_path: str, partial: pa.Table, keys: list[str], cutoff_ms: int) -> tuple[pa.Table | None, set]:
+def _stored(
+    table_path: str, partial: pa.Table, keys: list[str], cutoff_ms: int
+) -> tuple[pa.Table | None, set]:
     """(the stored partials of `partial`'s keys last updated at or after `cutoff_ms`, as
     `partial`'s types, or None; the keys whose stored partials expired)."""
     path = partials_path(table_path)
@@ -53,12 +56,18 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
     if live is not None:
         partial = pa.concat_tables([partial, live])
     merged = _step(plan, "merge", spark.createDataFrame(partial), name).toArrow()
-    merged = merged.append_column(pa.field(UPDATED, pa.int64(), nullable=False),
-                                  pa.array([batch_ts_ms] * merged.num_rows, pa.int64()))
+    merged = merged.append_column(
+        pa.field(UPDATED, pa.int64(), nullable=False),
+        pa.array([batch_ts_ms] * merged.num_rows, pa.int64()),
+    )
     rows = _step(plan, "final", spark.createDataFrame(merged), name).toArrow()
     restarted = set()
     if expired:
-        again = merged.filter(pa.array([k in expired for k in key_tuples(merged, keys)], pa.bool_()))
-        again = _step(plan, "final", spark.createDataFrame(again), name).select(*result_keys).toArrow()
+        again = merged.filter(
+            pa.array([k in expired for k in key_tuples(merged, keys)], pa.bool_())
+        )
+        again = (
+            _step(plan, "final", spark.createDataFrame(again), name).select(*result_keys).toArrow()
+        )
         restarted = set(key_tuples(again, result_keys))
     return rows, merged, restarted

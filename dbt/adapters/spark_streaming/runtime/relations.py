@@ -1,6 +1,7 @@
 """Relation management on the warehouse, so dbt's relation cache agrees with the disk:
 listing (rebinding a schema from its directory), rename, and last-modified times from Delta
 commit timestamps (`dbt source freshness` without a `loaded_at_field`)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -22,9 +23,14 @@ def sync_schema(catalog: Catalog, schema: str) -> None:
         catalog.bind(schema, identifier)
 
 
-def rename(spark, catalog: Catalog, schema: str, identifier: str, to_schema: str, to_identifier: str) -> None:
+def rename(
+    spark, catalog: Catalog, schema: str, identifier: str, to_schema: str, to_identifier: str
+) -> None:
     """Rename a table (move its directory) or a view (re-create it under the new name)."""
-    source, target = catalog.location(schema, identifier), catalog.location(to_schema, to_identifier)
+    source, target = (
+        catalog.location(schema, identifier),
+        catalog.location(to_schema, to_identifier),
+    )
     if os.path.isfile(os.path.join(source, VIEW_FILE)) and not is_delta(source):
         with open(view_file(catalog, schema, identifier)) as fh:
             sql = fh.read()

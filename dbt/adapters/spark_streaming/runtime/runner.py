@@ -20,6 +20,7 @@ writes the table meanwhile. A runner killed outright leaves status ``running`` w
 pid: ``dbt run`` reports it as dead and starts a new runner, which resumes from the
 checkpoint (exactly once, as after any crash).
 """
+
 from __future__ import annotations
 
 import json
@@ -51,16 +52,26 @@ def processing_time(config: Mapping[str, Any]) -> Optional[str]:
         trigger = "available_now"
     if trigger == "available_now":
         return DEFAULT_INTERVAL if continuous else None
-    interval = trigger.get("processing_time") if isinstance(trigger, Mapping) and len(trigger) == 1 else None
+    interval = (
+        trigger.get("processing_time")
+        if isinstance(trigger, Mapping) and len(trigger) == 1
+        else None
+    )
     try:
         us = parse_duration(str(interval)) if interval is not None else 0
     except ValueError:
         us = 0
     if us <= 0:
-        raise config_error("trigger", trigger, "'available_now' or {processing_time: '<duration>'} "
-                           "(e.g. '10 seconds'), a positive duration")
+        raise config_error(
+            "trigger",
+            trigger,
+            "'available_now' or {processing_time: '<duration>'} "
+            "(e.g. '10 seconds'), a positive duration",
+        )
     if continuous is False:
-        raise config_error("continuous", continuous, "true (or unset) with a processing_time trigger")
+        raise config_error(
+            "continuous", continuous, "true (or unset) with a processing_time trigger"
+        )
     return str(interval)
 
 
@@ -101,8 +112,11 @@ def status(warehouse: str, name: str) -> Optional[dict]:
         return None
     pid = st.get("pid")
     same_host = st.get("host") == socket.gethostname()
-    st["alive"] = st.get("state") not in TERMINAL and isinstance(pid, int) and (
-        not same_host or (_alive(pid) and not _zombie(pid)))
+    st["alive"] = (
+        st.get("state") not in TERMINAL
+        and isinstance(pid, int)
+        and (not same_host or (_alive(pid) and not _zombie(pid)))
+    )
     if st.get("state") not in TERMINAL and not st["alive"]:
         st["state"] = "dead"
     return st
@@ -123,7 +137,9 @@ def names(warehouse: str) -> list[str]:
 def log_tail(warehouse: str, name: str, lines: int = 5) -> str:
     try:
         with open(os.path.join(_runners(warehouse), name, "runner.log")) as fh:
-            return " | ".join(line.strip() for line in fh.read().splitlines()[-lines:] if line.strip())
+            return " | ".join(
+                line.strip() for line in fh.read().splitlines()[-lines:] if line.strip()
+            )
     except OSError:
         return ""
 
@@ -139,8 +155,12 @@ def start(warehouse: str, name: str, spec: dict, on_progress: Callable[[dict], N
     _write_json(spec_path, spec)
     # Start it through a short-lived intermediate process, so the runner is not our child
     # (it must outlive dbt, and must not linger as our zombie if it dies first).
-    subprocess.run([sys.executable, "-m", MODULE, "--detach", spec_path], check=True,
-                   stdin=subprocess.DEVNULL, timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", MODULE, "--detach", spec_path],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
     seen_batch = None
     while True:
         time.sleep(0.5)
@@ -157,9 +177,12 @@ def start(warehouse: str, name: str, spec: dict, on_progress: Callable[[dict], N
             if isinstance(error, dict) and error.get("code"):
                 raise StreamingError(error["code"], error["what"], error["why"], error["fix"])
             raise StreamingError(
-                "SSR310", f"the runner of {name} stopped before its query started",
-                str(error or "it exited without a status") + (f"; log: {log_tail(warehouse, name)}"),
-                f"See {os.path.join(home, 'runner.log')}; fix the cause and run `dbt run` again.")
+                "SSR310",
+                f"the runner of {name} stopped before its query started",
+                str(error or "it exited without a status")
+                + (f"; log: {log_tail(warehouse, name)}"),
+                f"See {os.path.join(home, 'runner.log')}; fix the cause and run `dbt run` again.",
+            )
 
 
 def stop(warehouse: str, name: str, timeout: float = 120.0) -> dict:
@@ -200,25 +223,43 @@ def stream_status(catalog) -> list[dict]:
             if is_delta(src):
                 lag[source] = latest_version(src) - version
         st = status(catalog.warehouse, name) or {}
-        rows.append({
-            "model": name, "state": st.get("state", "on dbt run"),
-            "runner": f"pid {st['pid']} every {st['interval']}" if st.get("pid") else "-",
-            "last_batch": meta.get("batch_id"), "last_commit": meta.get("table_version"),
-            "input_rows_per_s": st.get("input_rows_per_s"), "watermark": meta.get("watermark"),
-            "lag_versions": lag, "late_rows": st.get("late_rows"),
-            "last_error": error_text(st)})
+        rows.append(
+            {
+                "model": name,
+                "state": st.get("state", "on dbt run"),
+                "runner": f"pid {st['pid']} every {st['interval']}" if st.get("pid") else "-",
+                "last_batch": meta.get("batch_id"),
+                "last_commit": meta.get("table_version"),
+                "input_rows_per_s": st.get("input_rows_per_s"),
+                "watermark": meta.get("watermark"),
+                "lag_versions": lag,
+                "late_rows": st.get("late_rows"),
+                "last_error": error_text(st),
+            }
+        )
     return rows
 
 
 def status_table(rows: list[dict]) -> str:
     """`rows` of stream_status as an aligned text table."""
-    cols = ["model", "state", "runner", "last_batch", "input_rows_per_s", "watermark", "lag_versions",
-            "late_rows", "last_error"]
+    cols = [
+        "model",
+        "state",
+        "runner",
+        "last_batch",
+        "input_rows_per_s",
+        "watermark",
+        "lag_versions",
+        "late_rows",
+        "last_error",
+    ]
+
     def cell(row: dict, col: str) -> str:
         value = row.get(col)
         if col == "lag_versions":
             return ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
         return "-" if value is None else str(value)[:80]
+
     cells = [cols] + [[cell(r, c) for c in cols] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells)
@@ -232,11 +273,18 @@ def stop_runners(warehouse: str, model: Optional[str] = None) -> list[list[str]]
         wanted = str(model).lower()
         chosen = [n for n in chosen if wanted in (n, n.rpartition(".")[2])]
         if not chosen:
-            raise StreamingError("SSR311", f"no runner for model {model}",
-                                 "only continuous models (a processing_time trigger) have one; known: "
-                                 + (", ".join(names(warehouse)) or "none"),
-                                 "Pass the model's name, e.g. --args '{model: my_model}'.")
-    return [[n, stop(warehouse, n)["state"]] for n in chosen if model or (status(warehouse, n) or {}).get("alive")]
+            raise StreamingError(
+                "SSR311",
+                f"no runner for model {model}",
+                "only continuous models (a processing_time trigger) have one; known: "
+                + (", ".join(names(warehouse)) or "none"),
+                "Pass the model's name, e.g. --args '{model: my_model}'.",
+            )
+    return [
+        [n, stop(warehouse, n)["state"]]
+        for n in chosen
+        if model or (status(warehouse, n) or {}).get("alive")
+    ]
 
 
 class Monitor:
@@ -244,9 +292,19 @@ class Monitor:
 
     def __init__(self, home: str, base: dict):
         self.home = home
-        self.st = {**base, "state": "starting", "ready": False, "last_batch": None, "last_batch_at": None,
-                   "rows_read": 0, "rows_written": 0, "late_rows": 0, "input_rows_per_s": 0.0,
-                   "watermark": None, "error": None}
+        self.st = {
+            **base,
+            "state": "starting",
+            "ready": False,
+            "last_batch": None,
+            "last_batch_at": None,
+            "rows_read": 0,
+            "rows_written": 0,
+            "late_rows": 0,
+            "input_rows_per_s": 0.0,
+            "watermark": None,
+            "error": None,
+        }
         self.stop_requested = False
         self.save()
 
@@ -255,10 +313,17 @@ class Monitor:
         _write_json(os.path.join(self.home, "status.json"), self.st)
 
     def batch(self, batch_id: int, rows_written: int, watermark: Optional[str]) -> None:
-        print(f"{time.strftime('%H:%M:%S')} batch {batch_id} committed: {rows_written} rows, watermark "
-              f"{watermark or 'none'}", flush=True)
-        self.save(last_batch=batch_id, last_batch_at=time.strftime("%Y-%m-%d %H:%M:%S"),
-                  rows_written=self.st["rows_written"] + rows_written, watermark=watermark)
+        print(
+            f"{time.strftime('%H:%M:%S')} batch {batch_id} committed: {rows_written} rows, watermark "
+            f"{watermark or 'none'}",
+            flush=True,
+        )
+        self.save(
+            last_batch=batch_id,
+            last_batch_at=time.strftime("%Y-%m-%d %H:%M:%S"),
+            rows_written=self.st["rows_written"] + rows_written,
+            watermark=watermark,
+        )
 
     def wait(self, query) -> None:
         """Run until a stop request (file or SIGTERM) or the query fails."""
@@ -274,10 +339,15 @@ class Monitor:
             progress = query.lastProgress
             if progress is not None and progress.get("batchId") != seen:
                 seen = progress.get("batchId")
-                late = sum(op.get("numRowsDroppedByWatermark", 0) for op in progress.get("stateOperators", []))
-                self.save(rows_read=self.st["rows_read"] + progress.get("numInputRows", 0),
-                          late_rows=self.st["late_rows"] + late,
-                          input_rows_per_s=round(progress.get("processedRowsPerSecond") or 0.0, 1))
+                late = sum(
+                    op.get("numRowsDroppedByWatermark", 0)
+                    for op in progress.get("stateOperators", [])
+                )
+                self.save(
+                    rows_read=self.st["rows_read"] + progress.get("numInputRows", 0),
+                    late_rows=self.st["late_rows"] + late,
+                    input_rows_per_s=round(progress.get("processedRowsPerSecond") or 0.0, 1),
+                )
             if not self.st["ready"] and str(query.status.get("message", "")).startswith("Waiting"):
                 self.save(state="running", ready=True)
             time.sleep(0.5)
@@ -290,14 +360,27 @@ def main(spec_path: str) -> int:
     from dbt_common.events.event_manager_client import add_logger_to_manager
     from dbt_common.events.logger import LineFormat, LoggerConfig
 
-    add_logger_to_manager(LoggerConfig(name="runner", line_format=LineFormat.DebugText,
-                                       level=EventLevel.INFO, output_stream=sys.stdout))
+    add_logger_to_manager(
+        LoggerConfig(
+            name="runner",
+            line_format=LineFormat.DebugText,
+            level=EventLevel.INFO,
+            output_stream=sys.stdout,
+        )
+    )
     with open(spec_path) as fh:
         spec = json.load(fh)
     home = os.path.dirname(spec_path)
-    monitor = Monitor(home, {"pid": os.getpid(), "host": socket.gethostname(),
-                             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "fingerprint": spec["fingerprint"],
-                             "interval": spec["processing_time"]})
+    monitor = Monitor(
+        home,
+        {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "fingerprint": spec["fingerprint"],
+            "interval": spec["processing_time"],
+        },
+    )
     signal.signal(signal.SIGTERM, lambda *_: setattr(monitor, "stop_requested", True))
     try:
         from .catalog import Catalog, register_location
@@ -313,7 +396,13 @@ def main(spec_path: str) -> int:
     except BaseException as exc:  # noqa: BLE001 - the status must say why the runner ended
         error: Any = str(exc)
         if isinstance(exc, StreamingError):
-            error = {"code": exc.code, "what": exc.what, "why": exc.why, "fix": exc.fix, "message": str(exc)}
+            error = {
+                "code": exc.code,
+                "what": exc.what,
+                "why": exc.why,
+                "fix": exc.fix,
+                "message": str(exc),
+            }
         print(f"runner failed: {exc}", flush=True)
         monitor.save(state="failed", error=error)
         return 1
@@ -324,8 +413,14 @@ def main(spec_path: str) -> int:
 
 def _detach(spec_path: str) -> None:
     log = open(os.path.join(os.path.dirname(spec_path), "runner.log"), "a")
-    subprocess.Popen([sys.executable, "-m", MODULE, spec_path], stdin=subprocess.DEVNULL, stdout=log,
-                     stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+    subprocess.Popen(
+        [sys.executable, "-m", MODULE, spec_path],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        close_fds=True,
+    )
 
 
 if __name__ == "__main__":

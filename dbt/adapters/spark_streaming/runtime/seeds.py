@@ -3,6 +3,7 @@
 A seed whose content is unchanged is not rewritten: an overwrite is a Delta version that
 removes data, which streaming models reading the seed would have to refuse.
 """
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -23,7 +24,9 @@ def agate_to_arrow(agate_table, types: dict[str, str]) -> pa.Table:
             arrays.append(pa.nulls(len(values), target))
         else:
             array = pa.array(values)
-            if pa.types.is_timestamp(target) and (pa.types.is_string(array.type) or array.type.tz is None):
+            if pa.types.is_timestamp(target) and (
+                pa.types.is_string(array.type) or array.type.tz is None
+            ):
                 array = array.cast(pa.timestamp("us"))  # a zone-less value is UTC
             arrays.append(array.cast(target))
     return pa.Table.from_arrays(arrays, names=list(agate_table.column_names))

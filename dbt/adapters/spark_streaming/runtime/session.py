@@ -1,4 +1,5 @@
 """The one SparkSession of this process (embedded `local[*]`)."""
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,11 @@ def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.master(master).appName("dbt-spark-streaming")
-        settings = {**DEFAULTS, "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="dbt-spark-catalog-"),
-                    **(conf or {})}
+        settings = {
+            **DEFAULTS,
+            "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="dbt-spark-catalog-"),
+            **(conf or {}),
+        }
         for key, value in settings.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()

@@ -1,6 +1,7 @@
 """What an upsert_table adds to running a streaming model (runtime/streaming.py): its
 configs, its key columns, and the re-ranking of a Top-N's micro-batches. The MERGE and the
 changelog are delta/upsert.py's; the query shapes sql/upsert.py's."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -61,10 +62,16 @@ def emit_early(config: Mapping[str, Any], materialization: str) -> bool:
     emit = config.get("emit")
     if emit is None or emit == "final":
         return False
-    if materialization == UPSERT_TABLE and isinstance(emit, Mapping) and set(emit) <= {"early", "update_every"} \
-            and isinstance(emit.get("early", False), bool):
+    if (
+        materialization == UPSERT_TABLE
+        and isinstance(emit, Mapping)
+        and set(emit) <= {"early", "update_every"}
+        and isinstance(emit.get("early", False), bool)
+    ):
         return emit.get("early", False)
-    raise config_error("emit", emit, "'final' or {early: true, update_every: '<interval>'} (upsert_table only)")
+    raise config_error(
+        "emit", emit, "'final' or {early: true, update_every: '<interval>'} (upsert_table only)"
+    )
 
 
 def key_columns(plan, columns: list[str]) -> list[str]:
@@ -74,8 +81,11 @@ def key_columns(plan, columns: list[str]) -> list[str]:
     by_name = {c.lower(): c for c in columns}
     missing = [k for k in plan.upsert.unique_key if k.lower() not in by_name]
     if missing:
-        raise config_error("unique_key", list(plan.upsert.unique_key),
-                           "columns of the model's result: " + ", ".join(columns))
+        raise config_error(
+            "unique_key",
+            list(plan.upsert.unique_key),
+            "columns of the model's result: " + ", ".join(columns),
+        )
     return [by_name[k.lower()] for k in plan.upsert.unique_key]
 
 
@@ -93,5 +103,7 @@ def rerank(plan, new_df, path: str, keys: list[str], name: str):
     partition = keys[:-1]
     current = new_df.sparkSession.read.format(FORMAT).load(path).select(*new_df.columns)
     touched = new_df.select(*partition).distinct()
-    current = current.join(touched, [current[k].eqNullSafe(touched[k]) for k in partition], "left_semi")
+    current = current.join(
+        touched, [current[k].eqNullSafe(touched[k]) for k in partition], "left_semi"
+    )
     return ranked(plan, new_df.unionByName(current), name).toArrow()

@@ -7,6 +7,7 @@ re-creates the views when it binds the warehouse (`restore_views`, called by
 `Catalog.bind_all`). Dropping the relation deletes that directory, so views and tables
 share one namespace on disk as they do in Spark.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,9 @@ def create_view(spark, catalog: Catalog, schema: str, identifier: str, sql: str)
     schema, identifier = schema.lower(), identifier.lower()
     path = view_file(catalog, schema, identifier)
     if is_delta(os.path.dirname(path)):
-        raise DbtRuntimeError(f"{schema}.{identifier} is a Delta table; drop it before creating a view")
+        raise DbtRuntimeError(
+            f"{schema}.{identifier} is a Delta table; drop it before creating a view"
+        )
     catalog.unbind(schema, identifier)
     _create(spark, schema, identifier, sql)
     os.makedirs(os.path.dirname(path), exist_ok=True)

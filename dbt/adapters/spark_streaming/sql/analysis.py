@@ -70,7 +70,9 @@ def own_nodes(scope: exp.Expr, *keys: str) -> Iterator[exp.Expr]:
     if keys:
         for key in keys:
             value = scope.args.get(key)
-            roots.extend(v for v in (value if isinstance(value, list) else [value]) if v is not None)
+            roots.extend(
+                v for v in (value if isinstance(value, list) else [value]) if v is not None
+            )
     else:
         roots = [scope]
     stack = list(reversed(roots))
@@ -124,10 +126,16 @@ def _interval(tvf: WindowTVF, sql: str, bound: Dict[str, exp.Expr], name: str) -
     us = interval_micros(node)
     if us is None:
         raise _bad_args(
-            tvf, sql, f"{name} must be an interval literal such as INTERVAL '10' MINUTES, "
-            f"got {node.sql(dialect='spark')}", node)
+            tvf,
+            sql,
+            f"{name} must be an interval literal such as INTERVAL '10' MINUTES, "
+            f"got {node.sql(dialect='spark')}",
+            node,
+        )
     if name != "OFFSET" and us <= 0:
-        raise _bad_args(tvf, sql, f"{name} must be a positive interval, got {node.sql('spark')}", node)
+        raise _bad_args(
+            tvf, sql, f"{name} must be a positive interval, got {node.sql('spark')}", node
+        )
     return us
 
 
@@ -141,28 +149,46 @@ def _sizes(tvf: WindowTVF, sql: str, bound: Dict[str, exp.Expr]) -> Tuple[int, i
     slide = _interval(tvf, sql, bound, step_name) if step_name else size
     offset = _interval(tvf, sql, bound, "OFFSET") if "OFFSET" in bound else 0
     if size % slide:
-        raise _bad_args(tvf, sql, f"{tvf.function} size ({describe(size)}) must be a whole multiple of "
-                        f"its {step_name.lower()} ({describe(slide)})", bound["SIZE"])
+        raise _bad_args(
+            tvf,
+            sql,
+            f"{tvf.function} size ({describe(size)}) must be a whole multiple of "
+            f"its {step_name.lower()} ({describe(slide)})",
+            bound["SIZE"],
+        )
     # The offset shifts the windows Spark's window() assigns: HOP's by its slide, TUMBLE's and
     # CUMULATE's (whose base is the max-size tumbling window) by their size.
     limit, label = (slide, "slide") if tvf.function == "HOP" else (size, "size")
     if abs(offset) >= limit:
-        raise _bad_args(tvf, sql, f"the absolute OFFSET ({describe(abs(offset))}) must be smaller than "
-                        f"the window {label} ({describe(limit)})", bound["OFFSET"])
+        raise _bad_args(
+            tvf,
+            sql,
+            f"the absolute OFFSET ({describe(abs(offset))}) must be smaller than "
+            f"the window {label} ({describe(limit)})",
+            bound["OFFSET"],
+        )
     return size, slide, offset
 
 
-def _partition_keys(tvf: WindowTVF, sql: str, source: str,
-                    columns: Mapping[str, Tuple[str, str]], keys: List[exp.Expr]) -> Tuple[str, ...]:
+def _partition_keys(
+    tvf: WindowTVF,
+    sql: str,
+    source: str,
+    columns: Mapping[str, Tuple[str, str]],
+    keys: List[exp.Expr],
+) -> Tuple[str, ...]:
     """A SESSION's PARTITION BY keys, checked to be distinct columns of its input table."""
     names: List[str] = []
     for key in keys:
         if not isinstance(key, exp.Column) or key.name.lower() not in columns:
             raise SqlError(
-                "SSV102", f"invalid PARTITION BY key {key.sql(dialect='spark')} of window TVF SESSION",
+                "SSV102",
+                f"invalid PARTITION BY key {key.sql(dialect='spark')} of window TVF SESSION",
                 f"PARTITION BY must list columns of {source}; it has "
                 f"{', '.join(c for c, _ in columns.values())}",
-                "Name input columns, e.g. TABLE t PARTITION BY (item, region).", position_of(key, sql))
+                "Name input columns, e.g. TABLE t PARTITION BY (item, region).",
+                position_of(key, sql),
+            )
         name = columns[key.name.lower()][0]
         if name not in names:
             names.append(name)
@@ -176,8 +202,12 @@ def analyse_tvf(tvf: WindowTVF, sql: str, schemas: Mapping[str, Mapping[str, str
     keys: List[exp.Expr] = []
     if isinstance(data, PartitionedTable):
         if tvf.function != "SESSION":
-            raise _bad_args(tvf, sql, f"PARTITION BY is only allowed for SESSION, not {tvf.function}",
-                            data.expressions[0])
+            raise _bad_args(
+                tvf,
+                sql,
+                f"PARTITION BY is only allowed for SESSION, not {tvf.function}",
+                data.expressions[0],
+            )
         data, keys = data.this, list(data.expressions)
     if not isinstance(data, exp.Table) or not isinstance(data.this, exp.Identifier):
         raise _bad_args(tvf, sql, "DATA must be TABLE <name> (e.g. TABLE analytics.bids)", data)
@@ -194,27 +224,37 @@ def analyse_tvf(tvf: WindowTVF, sql: str, schemas: Mapping[str, Mapping[str, str
     # reads a table's schema from Delta on demand.
     if source not in schemas:
         raise SqlError(
-            "SSV104", f"unknown input table {source} for window TVF {tvf.function}",
+            "SSV104",
+            f"unknown input table {source} for window TVF {tvf.function}",
             "there is no Delta table by that name, and its columns are needed to check the time column",
             "Run `dbt seed` or the upstream model first, or declare the source's `meta: {location: ...}`.",
-            position_of(data, sql))
+            position_of(data, sql),
+        )
     columns = {c.lower(): (c, str(t)) for c, t in schemas[source].items()}
     col_node = timecol.expressions[0]
     col = col_node.name.lower()
     if col not in columns:
         raise SqlError(
-            "SSV103", f"time column {col_node.name} is not a column of {source}",
+            "SSV103",
+            f"time column {col_node.name} is not a column of {source}",
             f"DESCRIPTOR must name a timestamp column of the input table; {source} has "
             f"{', '.join(c for c, _ in columns.values())}",
-            "Name one of those columns in DESCRIPTOR(...).", position_of(col_node, sql))
+            "Name one of those columns in DESCRIPTOR(...).",
+            position_of(col_node, sql),
+        )
     ctype = columns[col][1].strip().lower()
     if ctype not in TIMESTAMP_TYPES:
         raise SqlError(
-            "SSV103", f"time column {columns[col][0]} of {source} has type {ctype}",
+            "SSV103",
+            f"time column {columns[col][0]} of {source} has type {ctype}",
             "window TVFs need an event-time column of type timestamp or timestamp_ntz",
-            "Use a timestamp column, or cast it in an upstream model.", position_of(col_node, sql))
+            "Use a timestamp column, or cast it in an upstream model.",
+            position_of(col_node, sql),
+        )
     partition_by = _partition_keys(tvf, sql, source, columns, keys)
-    return WindowSpec(source, columns[col][0], tvf.function.lower(), size, slide, offset, partition_by)
+    return WindowSpec(
+        source, columns[col][0], tvf.function.lower(), size, slide, offset, partition_by
+    )
 
 
 def tvf_scope(tvf: WindowTVF) -> Optional[exp.Select]:
@@ -258,8 +298,10 @@ def is_aggregating(select: exp.Select) -> bool:
     (not as window functions: RANK() OVER (...) does not aggregate)."""
     if select.args.get("group") or select.args.get("distinct"):
         return True
-    return any(isinstance(n, exp.AggFunc) and not isinstance(n.parent, exp.Window)
-               for n in own_nodes(select, "expressions", "having"))
+    return any(
+        isinstance(n, exp.AggFunc) and not isinstance(n.parent, exp.Window)
+        for n in own_nodes(select, "expressions", "having")
+    )
 
 
 @dataclass
@@ -272,7 +314,9 @@ class Classification:
     updating_reason: Optional[Tuple[str, Optional[exp.Expr]]]
 
 
-def classify(tree: exp.Expr, tvfs: List[WindowTVF], sql: str, join_scopes: Set[int] = frozenset()) -> Classification:
+def classify(
+    tree: exp.Expr, tvfs: List[WindowTVF], sql: str, join_scopes: Set[int] = frozenset()
+) -> Classification:
     """Find window aggregates (SSV107 on half-grouped windows) and decide append vs updating.
 
     ``join_scopes`` holds the ids of the SELECTs that are window joins (joins.py): they hold two
@@ -292,20 +336,25 @@ def classify(tree: exp.Expr, tvfs: List[WindowTVF], sql: str, join_scopes: Set[i
             continue
         if len(scope_tvfs) > 1:
             raise SqlError(
-                "SSV108", "window joins (two window TVFs in one SELECT) are not supported yet",
+                "SSV108",
+                "window joins (two window TVFs in one SELECT) are not supported yet",
                 "only one window TVF per SELECT can be rewritten to a Spark window() column",
                 "Aggregate each window in its own model or CTE and join the results.",
-                position_of(scope_tvfs[1].this, sql))
+                position_of(scope_tvfs[1].this, sql),
+            )
         if not is_aggregating(select):
             continue
         for node in own_nodes(select, "expressions", "having"):
             if isinstance(node, exp.AggFunc) and isinstance(node.this, exp.Distinct):
                 raise SqlError(
-                    "SSV108", "DISTINCT aggregates other than COUNT(DISTINCT <one expression>) are "
-                    "not supported yet", "Spark structured streaming cannot compute exact distinct "
+                    "SSV108",
+                    "DISTINCT aggregates other than COUNT(DISTINCT <one expression>) are "
+                    "not supported yet",
+                    "Spark structured streaming cannot compute exact distinct "
                     "aggregates; COUNT(DISTINCT x) is rewritten to SIZE(COLLECT_SET(x))",
                     "Deduplicate in an upstream model, or use COUNT(DISTINCT x) / approx_count_distinct(x).",
-                    position_of(node, sql))
+                    position_of(node, sql),
+                )
         aggregating = True
         group = select.args.get("group")
         keys = set()
@@ -319,27 +368,39 @@ def classify(tree: exp.Expr, tvfs: List[WindowTVF], sql: str, join_scopes: Set[i
         if keys & {"window_start", "window_end"}:
             missing = ({"window_start", "window_end"} - keys).pop()
             raise SqlError(
-                "SSV107", f"window aggregate does not group by {missing}",
+                "SSV107",
+                f"window aggregate does not group by {missing}",
                 "a window aggregate must group by both window_start and window_end of its window"
                 " TVF (FLIP-145) so that each window is emitted exactly once",
-                "Add window_start and window_end to the GROUP BY.", position_of(group, sql))
+                "Add window_start and window_end to the GROUP BY.",
+                position_of(group, sql),
+            )
         if reason is None:
-            names = {g.name.lower() for g in (group.expressions if group else [])
-                     if isinstance(g, exp.Column)}
+            names = {
+                g.name.lower()
+                for g in (group.expressions if group else [])
+                if isinstance(g, exp.Column)
+            }
             if {"window_start", "window_end"} <= names:
-                why = ("it groups by window_start and window_end of a CTE or subquery rather than "
-                       "of a window TVF in its own FROM clause, so Spark cannot tell when a window "
-                       "is complete (put the TABLE(TUMBLE(...)) directly in this SELECT's FROM and "
-                       "move filters into its WHERE)")
+                why = (
+                    "it groups by window_start and window_end of a CTE or subquery rather than "
+                    "of a window TVF in its own FROM clause, so Spark cannot tell when a window "
+                    "is complete (put the TABLE(TUMBLE(...)) directly in this SELECT's FROM and "
+                    "move filters into its WHERE)"
+                )
             else:
-                why = ("it aggregates without grouping by window_start and window_end of a window "
-                       "TVF in its FROM clause, so its results change as new rows arrive")
+                why = (
+                    "it aggregates without grouping by window_start and window_end of a window "
+                    "TVF in its FROM clause, so its results change as new rows arrive"
+                )
             reason = (why, group or select)
     for node in tree.find_all(exp.Union, exp.Intersect, exp.Except):
         if reason is None and (node.args.get("distinct") or not isinstance(node, exp.Union)):
-            reason = (f"{node.key.upper()} {'ALL' if not node.args.get('distinct') else 'DISTINCT'}"
-                      " deduplicates rows across the whole stream, so its result keeps changing",
-                      node)
+            reason = (
+                f"{node.key.upper()} {'ALL' if not node.args.get('distinct') else 'DISTINCT'}"
+                " deduplicates rows across the whole stream, so its result keeps changing",
+                node,
+            )
     # Rows of a SESSION TVF are computed by a window aggregate too (see rewrite.py), so they
     # also need a watermark delay.
     if any(t.function == "SESSION" and id(t) not in window_aggs for t in tvfs):
@@ -358,15 +419,21 @@ def _check_session_keys(tvf: WindowTVF, group: exp.Group, sql: str) -> None:
     wanted = {k.name.lower() for k in partition if isinstance(k, exp.Column)}
     others = [g for g in group.expressions if window_key(g, tvf) is None]
     alias = tvf_alias(tvf).lower()
-    got = {g.name.lower() for g in others
-           if isinstance(g, exp.Column) and (not g.table or g.table.lower() == alias)}
+    got = {
+        g.name.lower()
+        for g in others
+        if isinstance(g, exp.Column) and (not g.table or g.table.lower() == alias)
+    }
     if got == wanted and len(got) == len(others):
         return
     shown = ", ".join(g.sql(dialect="spark") for g in others) or "none"
     expected = ", ".join(k.sql(dialect="spark") for k in partition) or "none"
     raise SqlError(
-        "SSV121", "SESSION window aggregate groups by other keys than its PARTITION BY",
+        "SSV121",
+        "SESSION window aggregate groups by other keys than its PARTITION BY",
         f"sessions are formed per PARTITION BY key, so besides window_start and window_end the "
         f"GROUP BY must list exactly those keys. Got: {shown}; Expected: {expected}",
         "List the same columns in SESSION(TABLE t PARTITION BY (...), ...) and in the GROUP BY "
-        "(next to window_start and window_end).", position_of(others[0] if others else group, sql))
+        "(next to window_start and window_end).",
+        position_of(others[0] if others else group, sql),
+    )

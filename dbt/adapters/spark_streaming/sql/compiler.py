@@ -16,11 +16,26 @@ from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .intervals import parse_duration
 from .joins import window_joins
-from .rewrite import rewrite_distinct_counts, rewrite_tvfs
 from .retract import rewrite_retractions
-from .state import BATCH_INPUT, MERGED_INPUT, PARTIALS_INPUT, check_joins, split_aggregate, unbounded_aggregate
+from .rewrite import rewrite_distinct_counts, rewrite_tvfs
+from .state import (
+    BATCH_INPUT,
+    MERGED_INPUT,
+    PARTIALS_INPUT,
+    check_joins,
+    split_aggregate,
+    unbounded_aggregate,
+)
 from .topn import inline_ranked_ctes, window_topns
-from .upsert import RANK_INPUT, UPDATE, UpsertSpec, analyse_upsert, dedups, rewrite_dedup, rewrite_rank
+from .upsert import (
+    RANK_INPUT,
+    UPDATE,
+    UpsertSpec,
+    analyse_upsert,
+    dedups,
+    rewrite_dedup,
+    rewrite_rank,
+)
 
 STREAMING_VIEW = "streaming_view"
 UPSERT_TABLE = "upsert_table"
@@ -38,8 +53,12 @@ class QueryPlan:
     fingerprint: str
     upsert: Optional[UpsertSpec] = None  # how an upsert_table maintains it (None: streaming_view)
     _tree: exp.Expr = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
-    _oracle: Optional[exp.Expr] = field(repr=False, compare=False, default=None)  # Top-N: the whole query
-    _stream: Optional[exp.Expr] = field(repr=False, compare=False, default=None)  # state_ttl: the projection
+    _oracle: Optional[exp.Expr] = field(
+        repr=False, compare=False, default=None
+    )  # Top-N: the whole query
+    _stream: Optional[exp.Expr] = field(
+        repr=False, compare=False, default=None
+    )  # state_ttl: the projection
 
     @property
     def updating(self) -> bool:
@@ -55,8 +74,11 @@ class QueryPlan:
     def partials_sql_for(self, step: str, view: str) -> str:
         """A state_ttl step's batch SQL ('partial', 'merge' or 'final'; sql/state.py) over ``view``."""
         spec = self.upsert.partials
-        sql, placeholder = {"partial": (spec.partial_sql, BATCH_INPUT), "merge": (spec.merge_sql, PARTIALS_INPUT),
-                            "final": (spec.final_sql, MERGED_INPUT)}[step]
+        sql, placeholder = {
+            "partial": (spec.partial_sql, BATCH_INPUT),
+            "merge": (spec.merge_sql, PARTIALS_INPUT),
+            "final": (spec.final_sql, MERGED_INPUT),
+        }[step]
         return _generate(self._bound({placeholder: view}, _parse(sql)))
 
     def sql_for(self, bindings: Mapping[str, str]) -> str:
@@ -91,7 +113,11 @@ class QueryPlan:
         return _generate(self._bound({RANK_INPUT: view}, _parse(self.upsert.rank_sql)))
 
     def _bound(self, bindings: Mapping[str, str], tree: Optional[exp.Expr] = None) -> exp.Expr:
-        tree = (tree or self._tree).copy() if (tree or self._tree) is not None else _parse(self.spark_sql)
+        tree = (
+            (tree or self._tree).copy()
+            if (tree or self._tree) is not None
+            else _parse(self.spark_sql)
+        )
         lowered = {k.lower(): v for k, v in bindings.items()}
         for table in _source_tables(tree):
             key = table_key(table)
@@ -121,21 +147,36 @@ def _parse(sql: str) -> exp.Expr:
         pos = (err["line"], err["col"]) if err.get("line") else None
         why = str(err.get("description") or e).splitlines()[0].split(" <Token")[0]
         if err.get("highlight"):
-            why += f" {err['highlight']!r}" if why.endswith(" got") else f" near {err['highlight']!r}"
+            why += (
+                f" {err['highlight']!r}" if why.endswith(" got") else f" near {err['highlight']!r}"
+            )
         raise SqlError(
-            "SSV101", "the model SQL does not parse", why,
+            "SSV101",
+            "the model SQL does not parse",
+            why,
             "Fix the syntax; window TVFs are written TABLE(TUMBLE(TABLE <table>, "
-            "DESCRIPTOR(<time column>), INTERVAL '10' MINUTES)).", pos) from None
+            "DESCRIPTOR(<time column>), INTERVAL '10' MINUTES)).",
+            pos,
+        ) from None
     except TokenError as e:
-        raise SqlError("SSV101", "the model SQL does not parse", str(e),
-                       "Check quotes and comments are closed.") from None
+        raise SqlError(
+            "SSV101",
+            "the model SQL does not parse",
+            str(e),
+            "Check quotes and comments are closed.",
+        ) from None
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         raise SqlError(
-            "SSV101", "the model SQL is not a single query",
+            "SSV101",
+            "the model SQL is not a single query",
             f"expected one SELECT statement, found {len(statements)} statement(s)"
-            + ("" if not statements or isinstance(statements[0], exp.Query)
-               else f" starting with {statements[0].key.upper()}"),
-            "Write the model as a single SELECT (CTEs and set operations are fine).")
+            + (
+                ""
+                if not statements or isinstance(statements[0], exp.Query)
+                else f" starting with {statements[0].key.upper()}"
+            ),
+            "Write the model as a single SELECT (CTEs and set operations are fine).",
+        )
     return statements[0]
 
 
@@ -147,7 +188,8 @@ def _source_tables(tree: exp.Expr) -> List[exp.Table]:
     """Table references that name relations (not CTEs or table functions), in text order."""
     ctes = _cte_names(tree)
     tables = [
-        t for t in tree.find_all(exp.Table)
+        t
+        for t in tree.find_all(exp.Table)
         if isinstance(t.this, exp.Identifier) and not (not t.db and t.name.lower() in ctes)
     ]
     return sorted(tables, key=lambda t: t.this.meta.get("start", 0))
@@ -171,15 +213,19 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
         node = tree.args.get(arg)
         if node is not None:
             raise SqlError(
-                "SSV108", f"{label} on the model's result is not supported yet",
+                "SSV108",
+                f"{label} on the model's result is not supported yet",
                 "a streaming result is unbounded and is never complete, so it cannot be "
-                "sorted or truncated", f"Remove the {label}; order or limit when querying the "
-                "model's output.", position_of(node, sql))
+                "sorted or truncated",
+                f"Remove the {label}; order or limit when querying the model's output.",
+                position_of(node, sql),
+            )
     for node in tree.find_all(exp.Window):
         if id(node) in allowed:
             continue
         raise SqlError(
-            "SSV108", "window functions (OVER ...) are not supported yet",
+            "SSV108",
+            "window functions (OVER ...) are not supported yet",
             "Spark structured streaming cannot evaluate OVER clauses on streams; only a window "
             "Top-N is (ROW_NUMBER(), RANK() or DENSE_RANK() OVER (PARTITION BY window_start, "
             "window_end [, keys] ORDER BY ...) AS rownum in a subquery filtered by rownum <= N, over "
@@ -187,16 +233,21 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
             "INNER, LEFT or RIGHT window join of two window aggregates partitioned by the window of "
             "its left (RIGHT: right) side, in a subquery of its FROM or a CTE used only there)",
             "Use a window TVF aggregate (TABLE(TUMBLE(...)) grouped by window_start, "
-            "window_end), a window Top-N, or compute it in a batch model.", position_of(node, sql))
+            "window_end), a window Top-N, or compute it in a batch model.",
+            position_of(node, sql),
+        )
 
 
 def parse_watermark_delay(value: Optional[str]) -> Optional[int]:
     """Parse the ``watermark_delay`` config ('1 minute', '30 seconds') to microseconds."""
-    return _parse_duration_config("watermark_delay", value, "SSV110", minimum_us=0, example="'0 seconds'")
+    return _parse_duration_config(
+        "watermark_delay", value, "SSV110", minimum_us=0, example="'0 seconds'"
+    )
 
 
-def _parse_duration_config(name: str, value: Optional[str], code: str, minimum_us: int,
-                           example: str) -> Optional[int]:
+def _parse_duration_config(
+    name: str, value: Optional[str], code: str, minimum_us: int, example: str
+) -> Optional[int]:
     if value is None:
         return None
     try:
@@ -205,9 +256,11 @@ def _parse_duration_config(name: str, value: Optional[str], code: str, minimum_u
         us = -1
     if us < minimum_us:
         raise SqlError(
-            code, f"invalid {name} {value!r}",
+            code,
+            f"invalid {name} {value!r}",
             f"it must be a {'positive' if minimum_us else 'non-negative'} duration made of <number> <unit> parts",
-            f"Set {name} like '1 minute', '30 seconds', '2 hours' or {example}.")
+            f"Set {name} like '1 minute', '30 seconds', '2 hours' or {example}.",
+        )
     return us
 
 
@@ -233,7 +286,9 @@ def compile_query(
     bound its state (sql/state.py). Raises SqlError (codes SSV1xx) on invalid input.
     """
     delay_us = parse_watermark_delay(watermark_delay)
-    ttl_us = _parse_duration_config("state_ttl", state_ttl, "SSV152", minimum_us=1, example="'7 days'")
+    ttl_us = _parse_duration_config(
+        "state_ttl", state_ttl, "SSV152", minimum_us=1, example="'7 days'"
+    )
     tree = _parse(sql)
     rewrite_retractions(tree, changelogs, materialization, sql)
     inline_ranked_ctes(tree)
@@ -250,33 +305,52 @@ def compile_query(
         if cls.kind == "updating":
             why, node = cls.updating_reason or ("the query is updating", None)
             raise SqlError(
-                "SSV106", "this query produces updating results, which a streaming_view "
-                "cannot hold", why + "; a streaming_view only appends rows that never change",
+                "SSV106",
+                "this query produces updating results, which a streaming_view cannot hold",
+                why + "; a streaming_view only appends rows that never change",
                 "Use materialized='upsert_table' for updating results, or aggregate over a "
-                "window TVF grouped by window_start and window_end.", position_of(node, sql))
+                "window TVF grouped by window_start and window_end.",
+                position_of(node, sql),
+            )
     check_joins(tree, sql, {id(j.scope) for j in joins}, dimensions)
-    upsert = analyse_upsert(tree, cls, found, topns, sql, unique_key, emit_early) if materialization == UPSERT_TABLE else None
+    upsert = (
+        analyse_upsert(tree, cls, found, topns, sql, unique_key, emit_early)
+        if materialization == UPSERT_TABLE
+        else None
+    )
     windowed = cls.window_aggregates or topns or joins or any(t.function == "SESSION" for t in tvfs)
     if ((cls.aggregating or topns) if upsert is None else windowed) and delay_us is None:
         raise SqlError(
-            "SSV105", "windowed query (window aggregate, Top-N, join or SESSION) without a watermark delay",
+            "SSV105",
+            "windowed query (window aggregate, Top-N, join or SESSION) without a watermark delay",
             "a window is complete, emitted finally and dropped from state when the watermark passes "
             "its end, so the stream needs to know how late rows may arrive",
             "Set watermark_delay in the model config (e.g. watermark_delay='1 minute').",
-            position_of(next(iter(cls.window_aggregates.values()), tree).args.get("group")
-                        or (topns[0].window if topns else None), sql))
+            position_of(
+                next(iter(cls.window_aggregates.values()), tree).args.get("group")
+                or (topns[0].window if topns else None),
+                sql,
+            ),
+        )
     for dedup in found:
         if dedup.limit == 1:
             rewrite_dedup(dedup, schemas, sql)
     sources = _normalize_sources(tree)
-    rewrite_tvfs(tvfs, specs, cls.window_aggregates, schemas, delay_us, {id(t.tvf): t for t in topns}, joins)
+    rewrite_tvfs(
+        tvfs, specs, cls.window_aggregates, schemas, delay_us, {id(t.tvf): t for t in topns}, joins
+    )
     ranked = None
     if found and found[0].limit > 1:
         tree, rank, ranked = rewrite_rank(tree, found[0], schemas, sql)
         upsert = replace(upsert, rank_sql=_generate(rank))
     stream = None
-    scope = unbounded_aggregate(tree, sql, updating=upsert is not None and upsert.output_mode == UPDATE,
-                                constant_domain=constant_domain, state_ttl=ttl_us is not None)
+    scope = unbounded_aggregate(
+        tree,
+        sql,
+        updating=upsert is not None and upsert.output_mode == UPDATE,
+        constant_domain=constant_domain,
+        state_ttl=ttl_us is not None,
+    )
     if scope is not None:
         stream, partials = split_aggregate(tree, scope, sql, ttl_us // 1000)
         upsert = replace(upsert, partials=partials)

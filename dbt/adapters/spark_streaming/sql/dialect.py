@@ -21,7 +21,13 @@ class WindowTVF(exp.Expression):
     argument an ``exp.Kwarg``.
     """
 
-    arg_types = {"this": True, "expressions": False, "alias": False, "joins": False, "pivots": False}
+    arg_types = {
+        "this": True,
+        "expressions": False,
+        "alias": False,
+        "joins": False,
+        "pivots": False,
+    }
 
     @property
     def function(self) -> str:
@@ -45,7 +51,11 @@ class WatermarkedTable(exp.Expression):
 
 
 def _is_watermark_keyword(token: Any) -> bool:
-    return token is not None and token.token_type == TokenType.VAR and token.text.upper() == "WATERMARK"
+    return (
+        token is not None
+        and token.token_type == TokenType.VAR
+        and token.text.upper() == "WATERMARK"
+    )
 
 
 class SparkStreamingParser(SparkParser):

@@ -17,11 +17,21 @@ _US_PER_UNIT = {
     "week": 7 * 86_400_000_000,
 }
 _ALIASES = {
-    "us": "microsecond", "usec": "microsecond", "usecs": "microsecond",
-    "ms": "millisecond", "msec": "millisecond", "msecs": "millisecond",
-    "s": "second", "sec": "second", "secs": "second",
-    "m": "minute", "min": "minute", "mins": "minute",
-    "h": "hour", "hr": "hour", "hrs": "hour",
+    "us": "microsecond",
+    "usec": "microsecond",
+    "usecs": "microsecond",
+    "ms": "millisecond",
+    "msec": "millisecond",
+    "msecs": "millisecond",
+    "s": "second",
+    "sec": "second",
+    "secs": "second",
+    "m": "minute",
+    "min": "minute",
+    "mins": "minute",
+    "h": "hour",
+    "hr": "hour",
+    "hrs": "hour",
     "d": "day",
 }
 # Only used on the *content* of a string literal such as '1 minute' or '1 hour 30 minutes'.

@@ -33,9 +33,16 @@ from .dialect import WindowTVF
 from .errors import SqlError
 from .intervals import describe
 
-JOIN_TYPES = {("", ""): "INNER", ("", "INNER"): "INNER", ("LEFT", ""): "LEFT", ("LEFT", "OUTER"): "LEFT",
-              ("RIGHT", ""): "RIGHT", ("RIGHT", "OUTER"): "RIGHT", ("FULL", ""): "FULL",
-              ("FULL", "OUTER"): "FULL"}
+JOIN_TYPES = {
+    ("", ""): "INNER",
+    ("", "INNER"): "INNER",
+    ("LEFT", ""): "LEFT",
+    ("LEFT", "OUTER"): "LEFT",
+    ("RIGHT", ""): "RIGHT",
+    ("RIGHT", "OUTER"): "RIGHT",
+    ("FULL", ""): "FULL",
+    ("FULL", "OUTER"): "FULL",
+}
 _SIZE_NAMES = {"tumble": ("size",), "hop": ("slide", "size"), "cumulate": ("step", "max size")}
 
 
@@ -71,7 +78,8 @@ def _unsupported(what: str, why: str, fix: str, node: exp.Expr, sql: str) -> Sql
 def _groups_by_window(select: exp.Select, tvf: WindowTVF) -> bool:
     group = select.args.get("group")
     return group is not None and {"window_start", "window_end"} <= {
-        window_key(g, tvf) for g in group.expressions}
+        window_key(g, tvf) for g in group.expressions
+    }
 
 
 def _wrapper_tvf(sub: exp.Subquery) -> Optional[Tuple[WindowTVF, exp.Select, bool]]:
@@ -86,11 +94,15 @@ def _wrapper_tvf(sub: exp.Subquery) -> Optional[Tuple[WindowTVF, exp.Select, boo
     aggregate = is_aggregating(select)
     if aggregate and not _groups_by_window(select, tvf):
         return None
-    if any(select.args.get(a) for a in ("joins", "qualify", "windows", "order", "limit", "with_")) \
-            or (select.args.get("having") and not aggregate):
+    if any(
+        select.args.get(a) for a in ("joins", "qualify", "windows", "order", "limit", "with_")
+    ) or (select.args.get("having") and not aggregate):
         return None
-    if any(isinstance(n, (exp.Window, exp.Query)) and n is not select
-           for p in select.expressions for n in p.walk()):
+    if any(
+        isinstance(n, (exp.Window, exp.Query)) and n is not select
+        for p in select.expressions
+        for n in p.walk()
+    ):
         return None
     return tvf, select, aggregate
 
@@ -143,35 +155,51 @@ def _bound_equality(cond: exp.Expr, sides: Tuple[JoinSide, JoinSide]) -> Optiona
     return None
 
 
-def _check_same_windows(sides: Tuple[JoinSide, JoinSide], specs: Mapping[int, WindowSpec], sql: str) -> None:
+def _check_same_windows(
+    sides: Tuple[JoinSide, JoinSide], specs: Mapping[int, WindowSpec], sql: str
+) -> None:
     """SSV122 unless both sides are the same TVF kind with the same sizes and offset."""
     left, right = (specs[id(s.tvf)] for s in sides)
 
     def shown(spec: WindowSpec) -> str:
-        sizes = (spec.slide_us, spec.size_us) if spec.kind in ("hop", "cumulate") else (spec.size_us,)
+        sizes = (
+            (spec.slide_us, spec.size_us) if spec.kind in ("hop", "cumulate") else (spec.size_us,)
+        )
         text = ", ".join(f"{n} {describe(v)}" for n, v in zip(_SIZE_NAMES[spec.kind], sizes))
-        return f"{spec.kind.upper()} ({text}" + (f", offset {describe(spec.offset_us)})" if spec.offset_us else ")")
+        return f"{spec.kind.upper()} ({text}" + (
+            f", offset {describe(spec.offset_us)})" if spec.offset_us else ")"
+        )
 
     if (left.kind, left.size_us, left.slide_us, left.offset_us) != (
-            right.kind, right.size_us, right.slide_us, right.offset_us):
+        right.kind,
+        right.size_us,
+        right.slide_us,
+        right.offset_us,
+    ):
         raise SqlError(
-            "SSV122", "the two inputs of a window join have different windows",
+            "SSV122",
+            "the two inputs of a window join have different windows",
             f"rows join only within the same window, so both sides must use the same window TVF with "
             f"the same sizes and offset. Got: {shown(right)}; Expected: {shown(left)}",
-            "Use the same TVF and intervals on both sides of the join.", position_of(sides[1].tvf.this, sql))
+            "Use the same TVF and intervals on both sides of the join.",
+            position_of(sides[1].tvf.this, sql),
+        )
 
 
 def _check_on(join: exp.Join, sides: Tuple[JoinSide, JoinSide], sql: str) -> Tuple[exp.EQ, exp.EQ]:
     """The ON conjuncts equating window_start and window_end (SSV107 if one is missing, SSV123 on
     a column not qualified by a side's alias)."""
     on = join.args.get("on")
-    for col in (on.find_all(exp.Column) if on is not None else []):
+    for col in on.find_all(exp.Column) if on is not None else []:
         if not col.table:
             raise SqlError(
-                "SSV123", f"column {col.sql(dialect='spark')} in the ON of a window join is not qualified",
+                "SSV123",
+                f"column {col.sql(dialect='spark')} in the ON of a window join is not qualified",
                 "a window join's ON must say which input each column comes from: conditions on one input "
                 "decide which rows an outer join emits at once",
-                f"Write {sides[0].alias}.{col.name} or {sides[1].alias}.{col.name}.", position_of(col, sql))
+                f"Write {sides[0].alias}.{col.name} or {sides[1].alias}.{col.name}.",
+                position_of(col, sql),
+            )
     found: Dict[str, exp.EQ] = {}
     for cond in conjuncts(on):
         bound = _bound_equality(cond, sides)
@@ -181,15 +209,19 @@ def _check_on(join: exp.Join, sides: Tuple[JoinSide, JoinSide], sql: str) -> Tup
     if missing:
         a, b = sides[0].alias, sides[1].alias
         raise SqlError(
-            "SSV107", f"window join does not equate {' and '.join(missing)} of its inputs",
+            "SSV107",
+            f"window join does not equate {' and '.join(missing)} of its inputs",
             "a window join joins rows of the same window only, so its ON must equate both window_start "
             "and window_end of the two window TVFs (FLIP-145)",
             f"Add {' AND '.join(f'{a}.{m} = {b}.{m}' for m in missing)} to the ON.",
-            position_of(on if on is not None else join, sql))
+            position_of(on if on is not None else join, sql),
+        )
     return found["window_start"], found["window_end"]
 
 
-def _window_join(scope: exp.Select, specs: Mapping[int, WindowSpec], sql: str) -> Optional[WindowJoin]:
+def _window_join(
+    scope: exp.Select, specs: Mapping[int, WindowSpec], sql: str
+) -> Optional[WindowJoin]:
     joins = scope.args.get("joins") or []
     frm = scope.args.get("from_")
     if not joins or frm is None:
@@ -199,43 +231,62 @@ def _window_join(scope: exp.Select, specs: Mapping[int, WindowSpec], sql: str) -
     if sum(s is not None for s in sides) < 2:  # e.g. a TVF joined with a dimension table
         return None
     if len(nodes) > 2:
-        raise _unsupported("window joins of more than two inputs are not supported yet",
-                           "only one window join per SELECT can be rewritten",
-                           "Join two window TVFs per SELECT (nest a second join in a subquery).", joins[1], sql)
+        raise _unsupported(
+            "window joins of more than two inputs are not supported yet",
+            "only one window join per SELECT can be rewritten",
+            "Join two window TVFs per SELECT (nest a second join in a subquery).",
+            joins[1],
+            sql,
+        )
     join = joins[0]
     kind = JOIN_TYPES.get((join.side.upper(), join.kind.upper()))
     if kind is None or join.args.get("using") or join.args.get("method"):
         label = " ".join(p for p in (join.method, join.side, join.kind) if p) + " JOIN"
         label += " ... USING" if join.args.get("using") else ""
-        raise _unsupported(f"{label.strip()} is not supported in a window join",
-                           "window joins can be INNER, LEFT, RIGHT or FULL OUTER joins with an ON clause",
-                           "Use [INNER | LEFT | RIGHT | FULL] JOIN ... ON ....", join, sql)
+        raise _unsupported(
+            f"{label.strip()} is not supported in a window join",
+            "window joins can be INNER, LEFT, RIGHT or FULL OUTER joins with an ON clause",
+            "Use [INNER | LEFT | RIGHT | FULL] JOIN ... ON ....",
+            join,
+            sql,
+        )
     pair = (sides[0], sides[1])
     for side in pair:
         if side.tvf.function == "SESSION":
             raise _unsupported(
-                "window joins of SESSION windows are not supported", "sessions of the two inputs are "
+                "window joins of SESSION windows are not supported",
+                "sessions of the two inputs are "
                 "formed independently, so they have no common windows to join on (Flink refuses them too)",
                 "Join TUMBLE, HOP or CUMULATE windows, or join the sessions' aggregates in a batch model.",
-                side.tvf.this, sql)
+                side.tvf.this,
+                sql,
+            )
     if is_aggregating(scope):
-        raise _unsupported("aggregating the rows of a window join is not supported yet",
-                           "only the joined rows themselves can be emitted by a streaming_view",
-                           "Aggregate each input before the join, or aggregate the join's model downstream.",
-                           scope.args.get("group") or scope, sql)
+        raise _unsupported(
+            "aggregating the rows of a window join is not supported yet",
+            "only the joined rows themselves can be emitted by a streaming_view",
+            "Aggregate each input before the join, or aggregate the join's model downstream.",
+            scope.args.get("group") or scope,
+            sql,
+        )
     if pair[0].aggregate != pair[1].aggregate:
         rows = pair[0] if pair[1].aggregate else pair[1]
         raise _unsupported(
             "a window join of a window aggregate with the rows of a window TVF is not supported",
             "an aggregate emits a window when the watermark closes it, and by then the other side's "
             "rows of that window have left the join's state",
-            "Join two window aggregates, or the rows of two window TVFs.", rows.node, sql)
+            "Join two window aggregates, or the rows of two window TVFs.",
+            rows.node,
+            sql,
+        )
     _check_same_windows(pair, specs, sql)
     start, end = _check_on(join, pair, sql)
     return WindowJoin(scope, join, kind, pair, start, end)
 
 
-def window_joins(tree: exp.Expr, tvfs: List[WindowTVF], specs: List[WindowSpec], sql: str) -> List[WindowJoin]:
+def window_joins(
+    tree: exp.Expr, tvfs: List[WindowTVF], specs: List[WindowSpec], sql: str
+) -> List[WindowJoin]:
     """Every window join of ``tree`` (see module docstring); SqlError on a malformed one."""
     by_tvf = {id(t): s for t, s in zip(tvfs, specs)}
     found = []

@@ -29,6 +29,7 @@ it holds for every window kind the rewrite produces (for SESSION, ``__w`` of an 
 ``[ts, ts + gap)`` and Spark drops the row when that ends at or before the watermark; the
 group's windows merge into the session).
 """
+
 from __future__ import annotations
 
 from typing import Iterator, List, Tuple
@@ -47,7 +48,8 @@ def _is_window_struct(node: exp.Expr) -> bool:
 
 def _projects_window(select: exp.Expr) -> bool:
     return isinstance(select, exp.Select) and any(
-        isinstance(p, exp.Alias) and p.alias == WINDOW_STRUCT for p in select.expressions)
+        isinstance(p, exp.Alias) and p.alias == WINDOW_STRUCT for p in select.expressions
+    )
 
 
 def window_aggregates(tree: exp.Expr) -> Iterator[Tuple[exp.Select, exp.Subquery]]:
@@ -70,7 +72,11 @@ def _windowed_inputs(node: exp.Expr) -> List[exp.Subquery]:
 
 
 def _is_side_window(node: exp.Expr, alias: str) -> bool:
-    return isinstance(node, exp.Column) and node.name == WINDOW_STRUCT and node.table.lower() == alias.lower()
+    return (
+        isinstance(node, exp.Column)
+        and node.name == WINDOW_STRUCT
+        and node.table.lower() == alias.lower()
+    )
 
 
 def window_joins(tree: exp.Expr) -> Iterator[Tuple[exp.Select, exp.Join, str, str]]:
@@ -83,7 +89,11 @@ def window_joins(tree: exp.Expr) -> Iterator[Tuple[exp.Select, exp.Join, str, st
             continue
         left, right = select.args["from_"].this.alias, joins[0].this.alias
         for cond in conjuncts(joins[0].args.get("on")):
-            if isinstance(cond, exp.EQ) and _is_side_window(cond.this, left) and _is_side_window(cond.expression, right):
+            if (
+                isinstance(cond, exp.EQ)
+                and _is_side_window(cond.this, left)
+                and _is_side_window(cond.expression, right)
+            ):
                 found.append((select, joins[0], left, right))
                 break
     return iter(found)
@@ -99,7 +109,9 @@ def _micros(value: int) -> exp.Expr:
 
 def _drop_late(derived: exp.Subquery) -> None:
     on_time = exp.GT(this=_window_end(), expression=exp.column(LATE_COLUMN))
-    derived.set("this", exp.select(exp.Star()).from_(exp.Subquery(this=derived.this)).where(on_time))
+    derived.set(
+        "this", exp.select(exp.Star()).from_(exp.Subquery(this=derived.this)).where(on_time)
+    )
 
 
 def _side_only(cond: exp.Expr, alias: str) -> bool:
@@ -107,17 +119,24 @@ def _side_only(cond: exp.Expr, alias: str) -> bool:
     return bool(cols) and all(c.table.lower() == alias.lower() for c in cols)
 
 
-def _join_emitted(scope: exp.Select, join: exp.Join, left: str, right: str, watermark_us: int) -> None:
+def _join_emitted(
+    scope: exp.Select, join: exp.Join, left: str, right: str, watermark_us: int
+) -> None:
     """Keep the rows of an outer window join that Spark has emitted (see module docstring)."""
     side = join.side.upper()
     if side not in ("LEFT", "RIGHT", "FULL"):
         return
-    present = {a: exp.Not(this=exp.Is(this=exp.column(WINDOW_STRUCT, table=a), expression=exp.Null()))
-               for a in (left, right)}
+    present = {
+        a: exp.Not(this=exp.Is(this=exp.column(WINDOW_STRUCT, table=a), expression=exp.Null()))
+        for a in (left, right)
+    }
     end = {a: exp.column("end", table=WINDOW_STRUCT, db=a) for a in (left, right)}
     terms: List[exp.Expr] = [
         exp.and_(present[left].copy(), present[right].copy()),
-        exp.LTE(this=exp.Coalesce(this=end[left], expressions=[end[right]]), expression=_micros(watermark_us)),
+        exp.LTE(
+            this=exp.Coalesce(this=end[left], expressions=[end[right]]),
+            expression=_micros(watermark_us),
+        ),
     ]
     on = conjuncts(join.args.get("on"))
     for alias, preserved in ((left, ("LEFT", "FULL")), (right, ("RIGHT", "FULL"))):
@@ -127,7 +146,9 @@ def _join_emitted(scope: exp.Select, join: exp.Join, left: str, right: str, wate
             terms.append(exp.and_(present[alias].copy(), exp.Not(this=exp.Paren(this=passes))))
     where = scope.args.get("where")
     closed = exp.or_(*terms)
-    scope.set("where", exp.Where(this=exp.and_(where.this, exp.Paren(this=closed)) if where else closed))
+    scope.set(
+        "where", exp.Where(this=exp.and_(where.this, exp.Paren(this=closed)) if where else closed)
+    )
 
 
 def emitted(tree: exp.Expr, watermark_us: int, closed: bool = True) -> exp.Expr:
@@ -154,8 +175,9 @@ def emitted(tree: exp.Expr, watermark_us: int, closed: bool = True) -> exp.Expr:
     return tree
 
 
-def _join_inputs(scope: exp.Select, join: exp.Join,
-                 aggregates: List[Tuple[exp.Select, exp.Subquery]]) -> List[exp.Subquery]:
+def _join_inputs(
+    scope: exp.Select, join: exp.Join, aggregates: List[Tuple[exp.Select, exp.Subquery]]
+) -> List[exp.Subquery]:
     """The windowed inputs of a window join's sides that are not inputs of a window aggregate
     (a side that is a window aggregate drops late rows there, and emits closed windows only)."""
     below = {id(derived) for _, derived in aggregates}
@@ -167,8 +189,11 @@ def kept(tree: exp.Expr, keep_column: str) -> exp.Expr:
     """``SELECT * EXCEPT (keep) FROM (tree) WHERE keep``: the rows an update-mode sink keeps,
     HAVING having become the projected boolean ``keep_column`` (sql/upsert.py)."""
     star = exp.Star(except_=[exp.column(keep_column)])
-    return exp.select(star).from_(exp.Subquery(this=tree, alias=exp.TableAlias(
-        this=exp.to_identifier("__kept")))).where(exp.column(keep_column))
+    return (
+        exp.select(star)
+        .from_(exp.Subquery(this=tree, alias=exp.TableAlias(this=exp.to_identifier("__kept"))))
+        .where(exp.column(keep_column))
+    )
 
 
 def late_rows(tree: exp.Expr) -> List[exp.Select]:
@@ -190,6 +215,8 @@ def late_rows(tree: exp.Expr) -> List[exp.Select]:
                 exp.alias_(exp.column("start", table=WINDOW_STRUCT), "window_start"),
                 exp.alias_(_window_end(), "window_end"),
                 exp.alias_(exp.column(LATE_COLUMN), "batch_watermark"),
-            ).from_(exp.Subquery(this=inner)).where(
-                exp.LTE(this=_window_end(), expression=exp.column(LATE_COLUMN))))
+            )
+            .from_(exp.Subquery(this=inner))
+            .where(exp.LTE(this=_window_end(), expression=exp.column(LATE_COLUMN)))
+        )
     return queries

@@ -19,6 +19,7 @@ whose rows were all retracted is deleted (``__keep``, sql/upsert.py). MIN, MAX, 
 aggregates, joins and window TVFs over an upsert table are refused (SSV141), as is a
 streaming_view over one (SSV140), naming the upstream model.
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Optional
@@ -35,16 +36,23 @@ OP_COLUMN = "_op"
 
 def updating_inputs(tree: exp.Expr, changelogs: Mapping[str, str]) -> list[exp.Table]:
     """The table references of ``tree`` that name an upsert_table (keys of ``changelogs``)."""
-    return [t for t in tree.find_all(exp.Table)
-            if isinstance(t.this, exp.Identifier) and table_key(t) in changelogs]
+    return [
+        t
+        for t in tree.find_all(exp.Table)
+        if isinstance(t.this, exp.Identifier) and table_key(t) in changelogs
+    ]
 
 
 def _refuse(upstream: str, why: str, node: Optional[exp.Expr], sql: str) -> SqlError:
     return SqlError(
-        "SSV141", f"this query cannot consume the updates of upsert_table {upstream}", why,
+        "SSV141",
+        f"this query cannot consume the updates of upsert_table {upstream}",
+        why,
         f"Over {upstream}, write a GROUP BY with COUNT, SUM or AVG (maintained from its changelog, "
         f"retractions applied); or read {upstream}_changelog as an append-only stream; or make this "
-        "a batch model.", position_of(node, sql))
+        "a batch model.",
+        position_of(node, sql),
+    )
 
 
 def _signed(agg: exp.Expr, upstream: str, sql: str) -> exp.Expr:
@@ -53,20 +61,34 @@ def _signed(agg: exp.Expr, upstream: str, sql: str) -> exp.Expr:
     if isinstance(agg, exp.Count) and isinstance(agg.this, exp.Star):
         return exp.Sum(this=sign)
     if isinstance(agg.this, exp.Distinct) or not isinstance(agg, (exp.Count, exp.Sum, exp.Avg)):
-        raise _refuse(upstream, f"{agg.sql(dialect='spark')} cannot be retracted (only COUNT, SUM and AVG "
-                      "can: a row's removal is subtracted)", agg, sql)
+        raise _refuse(
+            upstream,
+            f"{agg.sql(dialect='spark')} cannot be retracted (only COUNT, SUM and AVG "
+            "can: a row's removal is subtracted)",
+            agg,
+            sql,
+        )
     value = agg.this
-    present = exp.Sum(this=exp.If(this=exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null())),
-                                  true=sign.copy(), false=exp.Literal.number(0)))
+    present = exp.Sum(
+        this=exp.If(
+            this=exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null())),
+            true=sign.copy(),
+            false=exp.Literal.number(0),
+        )
+    )
     if isinstance(agg, exp.Count):
         return present
     total = exp.Sum(this=exp.Mul(this=exp.Paren(this=value.copy()), expression=sign.copy()))
     result = total if isinstance(agg, exp.Sum) else exp.Div(this=total, expression=present.copy())
     # no non-NULL value left: SUM and AVG are NULL, as in batch
-    return exp.Case(ifs=[exp.If(this=exp.GT(this=present, expression=exp.Literal.number(0)), true=result)])
+    return exp.Case(
+        ifs=[exp.If(this=exp.GT(this=present, expression=exp.Literal.number(0)), true=result)]
+    )
 
 
-def rewrite_retractions(tree: exp.Expr, changelogs: Mapping[str, str], materialization: str, sql: str) -> bool:
+def rewrite_retractions(
+    tree: exp.Expr, changelogs: Mapping[str, str], materialization: str, sql: str
+) -> bool:
     """If ``tree`` reads an upsert_table, rewrite it in place to aggregate that table's changelog
     (see module docstring) and return True; SqlError if the query cannot."""
     inputs = updating_inputs(tree, changelogs)
@@ -76,25 +98,52 @@ def rewrite_retractions(tree: exp.Expr, changelogs: Mapping[str, str], materiali
     upstream = table_key(table)
     if materialization != "upsert_table":
         raise SqlError(
-            "SSV140", f"a streaming_view cannot read upsert_table {upstream}",
+            "SSV140",
+            f"a streaming_view cannot read upsert_table {upstream}",
             f"{upstream}'s rows are updated and deleted, and a streaming_view only appends",
             f"Use materialized='upsert_table' for an aggregate over it, read {upstream}_changelog, or "
-            "make this a batch model.", position_of(table, sql))
+            "make this a batch model.",
+            position_of(table, sql),
+        )
     frm = tree.args.get("from_") if isinstance(tree, exp.Select) else None
     if frm is None or frm.this is not table or tree.args.get("joins") or len(inputs) > 1:
-        raise _refuse(upstream, "only a GROUP BY reading it directly in its FROM (no joins, subqueries or "
-                      "set operations) is maintained from its changelog", table, sql)
+        raise _refuse(
+            upstream,
+            "only a GROUP BY reading it directly in its FROM (no joins, subqueries or "
+            "set operations) is maintained from its changelog",
+            table,
+            sql,
+        )
     if not tree.args.get("group") or not is_aggregating(tree):
-        raise _refuse(upstream, "the query does not aggregate it with GROUP BY, so it would have to update "
-                      "and delete rows one by one", tree, sql)
-    if any(isinstance(n, (exp.Subquery, WindowTVF, exp.Window)) for n in tree.walk() if n is not tree):
-        raise _refuse(upstream, "subqueries, window TVFs and OVER are not maintained over its changes", tree, sql)
+        raise _refuse(
+            upstream,
+            "the query does not aggregate it with GROUP BY, so it would have to update "
+            "and delete rows one by one",
+            tree,
+            sql,
+        )
+    if any(
+        isinstance(n, (exp.Subquery, WindowTVF, exp.Window)) for n in tree.walk() if n is not tree
+    ):
+        raise _refuse(
+            upstream,
+            "subqueries, window TVFs and OVER are not maintained over its changes",
+            tree,
+            sql,
+        )
     for agg in [n for n in own_nodes(tree, "expressions", "having") if isinstance(n, exp.AggFunc)]:
         agg.replace(_signed(agg, upstream, sql))
-    sign = exp.If(this=exp.In(this=exp.column(OP_COLUMN), expressions=[exp.Literal.string("+I"),
-                                                                      exp.Literal.string("+U")]),
-                  true=exp.Literal.number(1), false=exp.Literal.number(-1))
-    signed = exp.select(exp.Star(), exp.alias_(sign, SIGN)).from_(exp.to_table(changelogs[upstream]))
+    sign = exp.If(
+        this=exp.In(
+            this=exp.column(OP_COLUMN),
+            expressions=[exp.Literal.string("+I"), exp.Literal.string("+U")],
+        ),
+        true=exp.Literal.number(1),
+        false=exp.Literal.number(-1),
+    )
+    signed = exp.select(exp.Star(), exp.alias_(sign, SIGN)).from_(
+        exp.to_table(changelogs[upstream])
+    )
     alias = table.alias_or_name
     frm.set("this", exp.Subquery(this=signed, alias=exp.TableAlias(this=exp.to_identifier(alias))))
     alive = exp.GT(this=exp.Sum(this=exp.column(SIGN)), expression=exp.Literal.number(0))

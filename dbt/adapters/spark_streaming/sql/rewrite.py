@@ -55,15 +55,20 @@ def _window_column(spec: WindowSpec) -> exp.Expr:
     windows are complete, so Spark's watermark closes them all together.
     """
     if spec.kind == "session":
-        return exp.Anonymous(this="session_window", expressions=[
-            _time_column(spec), exp.Literal.string(duration_string(spec.size_us))])
+        return exp.Anonymous(
+            this="session_window",
+            expressions=[_time_column(spec), exp.Literal.string(duration_string(spec.size_us))],
+        )
     slide = spec.size_us if spec.kind == "cumulate" else spec.slide_us
-    return exp.Anonymous(this="window", expressions=[
-        _time_column(spec),
-        exp.Literal.string(duration_string(spec.size_us)),
-        exp.Literal.string(duration_string(slide)),
-        exp.Literal.string(duration_string(spec.offset_us)),
-    ])
+    return exp.Anonymous(
+        this="window",
+        expressions=[
+            _time_column(spec),
+            exp.Literal.string(duration_string(spec.size_us)),
+            exp.Literal.string(duration_string(slide)),
+            exp.Literal.string(duration_string(spec.offset_us)),
+        ],
+    )
 
 
 def _step_indexes(spec: WindowSpec) -> exp.Expr:
@@ -77,8 +82,10 @@ def _step_indexes(spec: WindowSpec) -> exp.Expr:
     if offset:
         micros = exp.Sub(this=micros, expression=exp.Literal.number(offset))
     into_window = exp.Anonymous(this="pmod", expressions=[micros, exp.Literal.number(spec.size_us)])
-    first = exp.Add(this=exp.IntDiv(this=into_window, expression=exp.Literal.number(spec.slide_us)),
-                    expression=exp.Literal.number(1))
+    first = exp.Add(
+        this=exp.IntDiv(this=into_window, expression=exp.Literal.number(spec.slide_us)),
+        expression=exp.Literal.number(1),
+    )
     last = exp.Literal.number(spec.size_us // spec.slide_us)
     return exp.Explode(this=exp.Anonymous(this="sequence", expressions=[first, last]))
 
@@ -140,14 +147,18 @@ def _replace_window_refs(scope: exp.Select, tvf: WindowTVF, spec: WindowSpec) ->
     for item in group.expressions:
         if window_key(item, tvf) is None:
             keys.append(item)
-        elif not any(isinstance(k, exp.Column) and k.name == WINDOW_STRUCT and not k.table
-                     for k in keys):
+        elif not any(
+            isinstance(k, exp.Column) and k.name == WINDOW_STRUCT and not k.table for k in keys
+        ):
             keys.extend(_group_keys(spec))
     group.set("expressions", keys)
 
 
 def _window_columns(spec: WindowSpec) -> List[exp.Expr]:
-    return [exp.alias_(window_expression(n, spec), n) for n in ("window_start", "window_end", "window_time")]
+    return [
+        exp.alias_(window_expression(n, spec), n)
+        for n in ("window_start", "window_end", "window_time")
+    ]
 
 
 def _projection_table(inner: exp.Select, columns: List[str], spec: WindowSpec) -> exp.Select:
@@ -161,15 +172,27 @@ def _projection_table(inner: exp.Select, columns: List[str], spec: WindowSpec) -
     if spec.kind != "session":
         projections = [exp.column(exp.to_identifier(c)) for c in columns] + _window_columns(spec)
         return exp.Select(expressions=projections).from_(exp.Subquery(this=inner))
-    row = exp.Struct(expressions=[exp.alias_(exp.column(exp.to_identifier(c)), exp.to_identifier(c))
-                                  for c in columns])
-    sessions = exp.Select(expressions=[
-        _window_struct(),
-        exp.alias_(exp.Anonymous(this="collect_list", expressions=[row]), SESSION_ROWS),
-    ]).from_(exp.Subquery(this=inner)).group_by(
-        *_group_keys(spec), *[exp.column(exp.to_identifier(c)) for c in spec.partition_by])
+    row = exp.Struct(
+        expressions=[
+            exp.alias_(exp.column(exp.to_identifier(c)), exp.to_identifier(c)) for c in columns
+        ]
+    )
+    sessions = (
+        exp.Select(
+            expressions=[
+                _window_struct(),
+                exp.alias_(exp.Anonymous(this="collect_list", expressions=[row]), SESSION_ROWS),
+            ]
+        )
+        .from_(exp.Subquery(this=inner))
+        .group_by(
+            *_group_keys(spec), *[exp.column(exp.to_identifier(c)) for c in spec.partition_by]
+        )
+    )
     projections = [exp.Anonymous(this="inline", expressions=[exp.column(SESSION_ROWS)])]
-    return exp.Select(expressions=projections + _window_columns(spec)).from_(exp.Subquery(this=sessions))
+    return exp.Select(expressions=projections + _window_columns(spec)).from_(
+        exp.Subquery(this=sessions)
+    )
 
 
 def _dot(row: exp.Expr, name: str) -> exp.Dot:
@@ -184,22 +207,34 @@ def _compare(ordered: exp.Ordered, i: int, a: exp.Expr, b: exp.Expr) -> exp.Expr
     first = -1 if ordered.args.get("nulls_first") else 1
     up = -1 if ordered.args.get("desc") else 1
     num = exp.Literal.number
+
     def neg(n: int) -> exp.Expr:
         return num(n) if n >= 0 else exp.Neg(this=num(-n))
-    return exp.Case(ifs=[
-        exp.If(this=exp.and_(exp.Is(this=left.copy(), expression=exp.Null()),
-                             exp.Is(this=right.copy(), expression=exp.Null())), true=num(0)),
-        exp.If(this=exp.Is(this=left.copy(), expression=exp.Null()), true=neg(first)),
-        exp.If(this=exp.Is(this=right.copy(), expression=exp.Null()), true=neg(-first)),
-        exp.If(this=exp.LT(this=left.copy(), expression=right.copy()), true=neg(-up)),
-        exp.If(this=exp.GT(this=left.copy(), expression=right.copy()), true=neg(up)),
-    ], default=num(0))
+
+    return exp.Case(
+        ifs=[
+            exp.If(
+                this=exp.and_(
+                    exp.Is(this=left.copy(), expression=exp.Null()),
+                    exp.Is(this=right.copy(), expression=exp.Null()),
+                ),
+                true=num(0),
+            ),
+            exp.If(this=exp.Is(this=left.copy(), expression=exp.Null()), true=neg(first)),
+            exp.If(this=exp.Is(this=right.copy(), expression=exp.Null()), true=neg(-first)),
+            exp.If(this=exp.LT(this=left.copy(), expression=right.copy()), true=neg(-up)),
+            exp.If(this=exp.GT(this=left.copy(), expression=right.copy()), true=neg(up)),
+        ],
+        default=num(0),
+    )
 
 
 def _order_compare(order: List[exp.Ordered], a: exp.Expr, b: exp.Expr) -> exp.Expr:
     """<0, 0, >0 as collected row ``a`` comes before, ties with or comes after ``b`` in ORDER BY."""
-    terms: List[exp.Expr] = [exp.Anonymous(this="nullif", expressions=[_compare(o, i, a, b), exp.Literal.number(0)])
-                             for i, o in enumerate(order)]
+    terms: List[exp.Expr] = [
+        exp.Anonymous(this="nullif", expressions=[_compare(o, i, a, b), exp.Literal.number(0)])
+        for i, o in enumerate(order)
+    ]
     return exp.Coalesce(this=terms[0], expressions=terms[1:] + [exp.Literal.number(0)])
 
 
@@ -216,13 +251,25 @@ def _tie_starts(order: List[exp.Ordered]) -> exp.Expr:
     value starts, ``FILTER(SEQUENCE(1, SIZE(__top)), __j -> __j = 1 OR <row __j - 1 and row __j
     differ>)``: ascending, one per distinct value."""
     j, top = exp.column("__j"), exp.column(TOP_ROWS)
-    prev = _fn("element_at", top.copy(), _fn("greatest", exp.Sub(this=j.copy(), expression=exp.Literal.number(1)),
-                                              exp.Literal.number(1)))
-    differs = exp.NEQ(this=_order_compare(order, prev, _fn("element_at", top.copy(), j.copy())),
-                      expression=exp.Literal.number(0))
+    prev = _fn(
+        "element_at",
+        top.copy(),
+        _fn(
+            "greatest",
+            exp.Sub(this=j.copy(), expression=exp.Literal.number(1)),
+            exp.Literal.number(1),
+        ),
+    )
+    differs = exp.NEQ(
+        this=_order_compare(order, prev, _fn("element_at", top.copy(), j.copy())),
+        expression=exp.Literal.number(0),
+    )
     first = exp.EQ(this=j.copy(), expression=exp.Literal.number(1))
-    return _fn("filter", _fn("sequence", exp.Literal.number(1), _fn("size", top.copy())),
-               _lambda(exp.or_(first, differs), "__j"))
+    return _fn(
+        "filter",
+        _fn("sequence", exp.Literal.number(1), _fn("size", top.copy())),
+        _lambda(exp.or_(first, differs), "__j"),
+    )
 
 
 def _ranks(topn: WindowTopN) -> Tuple[exp.Expr, exp.Expr]:
@@ -233,20 +280,32 @@ def _ranks(topn: WindowTopN) -> Tuple[exp.Expr, exp.Expr]:
     (N+1)-th start (DENSE_RANK): every start among them is one of the first N."""
     n, top, starts = topn.limit, exp.column(TOP_ROWS), exp.column(TIE_STARTS)
     j, num = exp.column("__j"), exp.Literal.number
-    upto = _lambda(exp.LTE(this=j.copy(), expression=exp.Add(this=exp.column("__i"), expression=num(1))), "__j")
+    upto = _lambda(
+        exp.LTE(this=j.copy(), expression=exp.Add(this=exp.column("__i"), expression=num(1))), "__j"
+    )
     first_n = _fn("slice", starts.copy(), num(1), num(n))
     if topn.function == "rank":
-        beyond = _fn("array_min", _fn("filter", starts.copy(), _lambda(exp.GT(this=j.copy(), expression=num(n)), "__j")))
+        beyond = _fn(
+            "array_min",
+            _fn("filter", starts.copy(), _lambda(exp.GT(this=j.copy(), expression=num(n)), "__j")),
+        )
         rank = _fn("array_max", _fn("filter", first_n, upto))
     else:
         beyond = _fn("array_min", _fn("slice", starts.copy(), num(n + 1), num(1)))
         rank = _fn("size", _fn("filter", first_n, upto))
-    count = exp.Coalesce(this=exp.Sub(this=beyond, expression=num(1)), expressions=[_fn("size", top.copy())])
+    count = exp.Coalesce(
+        this=exp.Sub(this=beyond, expression=num(1)), expressions=[_fn("size", top.copy())]
+    )
     return _fn("slice", top.copy(), num(1), count), rank
 
 
-def _topn_query(topn: WindowTopN, inner: exp.Select, alias: Optional[exp.TableAlias], columns: List[str],
-                spec: WindowSpec) -> exp.Select:
+def _topn_query(
+    topn: WindowTopN,
+    inner: exp.Select,
+    alias: Optional[exp.TableAlias],
+    columns: List[str],
+    spec: WindowSpec,
+) -> exp.Select:
     """A window Top-N as a window aggregate (grouping by ``__w``, so the watermark closes it)::
 
         SELECT inline(transform(__top, (__r, __i) -> struct(__r.c AS c, ..., <window_*>, __i + 1 AS rownum)))
@@ -264,15 +323,20 @@ def _topn_query(topn: WindowTopN, inner: exp.Select, alias: Optional[exp.TableAl
     starts (``__starts``) in a projection above the aggregate, and keep the rows ranked <= N
     (see _ranks): ties share a rank, so a group may keep more than N rows.
     """
-    fields: List[exp.Expr] = [exp.alias_(o.this.copy(), f"{ORDER_FIELD}{i}") for i, o in enumerate(topn.order)]
+    fields: List[exp.Expr] = [
+        exp.alias_(o.this.copy(), f"{ORDER_FIELD}{i}") for i, o in enumerate(topn.order)
+    ]
     fields += [exp.alias_(exp.column(exp.to_identifier(c)), exp.to_identifier(c)) for c in columns]
     collected = _fn("collect_list", exp.Struct(expressions=fields))
-    comparator = _lambda(_order_compare(topn.order, exp.column("__a"), exp.column("__b")), "__a", "__b")
+    comparator = _lambda(
+        _order_compare(topn.order, exp.column("__a"), exp.column("__b")), "__a", "__b"
+    )
     top: exp.Expr = _fn("array_sort", collected, comparator)
     if topn.function == "row_number":
         top = _fn("slice", top, exp.Literal.number(1), exp.Literal.number(topn.limit))
     aggregate = exp.Select(expressions=[*_group_keys(spec), exp.alias_(top, TOP_ROWS)]).from_(
-        exp.Subquery(this=inner, alias=alias))
+        exp.Subquery(this=inner, alias=alias)
+    )
     if topn.scope.args.get("where") is not None:
         aggregate.set("where", topn.scope.args["where"].copy())
     aggregate = aggregate.group_by(*_group_keys(spec), *[k.copy() for k in topn.keys])
@@ -280,9 +344,13 @@ def _topn_query(topn: WindowTopN, inner: exp.Select, alias: Optional[exp.TableAl
     rows: exp.Expr = exp.column(TOP_ROWS)
     rank: exp.Expr = exp.Add(this=exp.column("__i"), expression=exp.Literal.number(1))
     if topn.function != "row_number":
-        source = exp.Select(expressions=[*_group_keys(spec), exp.column(TOP_ROWS),
-                                         exp.alias_(_tie_starts(topn.order), TIE_STARTS)]).from_(
-            exp.Subquery(this=aggregate))
+        source = exp.Select(
+            expressions=[
+                *_group_keys(spec),
+                exp.column(TOP_ROWS),
+                exp.alias_(_tie_starts(topn.order), TIE_STARTS),
+            ]
+        ).from_(exp.Subquery(this=aggregate))
         rows, rank = _ranks(topn)
 
     lower = {c.lower(): c for c in columns}
@@ -291,7 +359,10 @@ def _topn_query(topn: WindowTopN, inner: exp.Select, alias: Optional[exp.TableAl
         if isinstance(proj, exp.Star):
             out += [exp.alias_(_dot(exp.column("__r"), c), exp.to_identifier(c)) for c in columns]
             if topn.aggregate is None:
-                out += [exp.alias_(window_expression(n, spec), n) for n in ("window_start", "window_end", "window_time")]
+                out += [
+                    exp.alias_(window_expression(n, spec), n)
+                    for n in ("window_start", "window_end", "window_time")
+                ]
         elif isinstance(proj, exp.Column):
             key = window_key(proj, topn.tvf) if topn.aggregate is None else None
             if key is not None:
@@ -351,7 +422,9 @@ def _not_null_keys(conds: List[exp.Expr], left: str, right: str) -> List[exp.Exp
     true)."""
     found: List[exp.Expr] = []
     for cond in conds:
-        if not isinstance(cond, exp.EQ) or any(c.name in (WINDOW_STRUCT, STEP_INDEX) for c in cond.find_all(exp.Column)):
+        if not isinstance(cond, exp.EQ) or any(
+            c.name in (WINDOW_STRUCT, STEP_INDEX) for c in cond.find_all(exp.Column)
+        ):
             continue
         a, b = cond.this, cond.expression
         if (_of_side(a, left) and _of_side(b, right)) or (_of_side(a, right) and _of_side(b, left)):
@@ -359,15 +432,18 @@ def _not_null_keys(conds: List[exp.Expr], left: str, right: str) -> List[exp.Exp
     return found
 
 
-def _rewrite_join_scope(join: WindowJoin, specs: Mapping[int, WindowSpec],
-                        schemas: Mapping[str, Mapping[str, str]]) -> None:
+def _rewrite_join_scope(
+    join: WindowJoin, specs: Mapping[int, WindowSpec], schemas: Mapping[str, Mapping[str, str]]
+) -> None:
     """Join on ``L.__w = R.__w`` (CUMULATE: and ``L.__k = R.__k``) in place of the two window
     bound equalities, pass ``__w`` through subquery sides, and expand ``*`` / ``L.*`` in the
     SELECT list to the sides' columns (so ``__w`` stays hidden)."""
     left, right = join.sides
     spec = specs[id(left.tvf)]
-    keys = [exp.EQ(this=exp.column(k, table=left.alias), expression=exp.column(k, table=right.alias))
-            for k in _join_keys(spec)]
+    keys = [
+        exp.EQ(this=exp.column(k, table=left.alias), expression=exp.column(k, table=right.alias))
+        for k in _join_keys(spec)
+    ]
     conds: List[exp.Expr] = []
     for cond in conjuncts(join.join.args["on"]):
         if cond is join.start:
@@ -380,19 +456,32 @@ def _rewrite_join_scope(join: WindowJoin, specs: Mapping[int, WindowSpec],
     exposed = {}
     for side in join.sides:
         side_spec = specs[id(side.tvf)]
-        exposed[side.alias.lower()] = [(side.alias, c) for c in side_columns(
-            side, tvf_output(list(schemas[side_spec.source])))]
-        if side.wrapper is not None and not any(isinstance(p, exp.Star) for p in side.wrapper.expressions):
-            side.wrapper.set("expressions", side.wrapper.expressions + [exp.column(k) for k in _join_keys(side_spec)])
+        exposed[side.alias.lower()] = [
+            (side.alias, c) for c in side_columns(side, tvf_output(list(schemas[side_spec.source])))
+        ]
+        if side.wrapper is not None and not any(
+            isinstance(p, exp.Star) for p in side.wrapper.expressions
+        ):
+            side.wrapper.set(
+                "expressions",
+                side.wrapper.expressions + [exp.column(k) for k in _join_keys(side_spec)],
+            )
     projections: List[exp.Expr] = []
     for proj in join.scope.expressions:
-        star = isinstance(proj, exp.Star) or (isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star))
+        star = isinstance(proj, exp.Star) or (
+            isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
+        )
         if not star:
             projections.append(proj)
             continue
-        wanted = [proj.table.lower()] if isinstance(proj, exp.Column) and proj.table else list(exposed)
-        projections += [exp.column(exp.to_identifier(c), table=exp.to_identifier(a))
-                        for w in wanted for a, c in exposed.get(w, [])]
+        wanted = (
+            [proj.table.lower()] if isinstance(proj, exp.Column) and proj.table else list(exposed)
+        )
+        projections += [
+            exp.column(exp.to_identifier(c), table=exp.to_identifier(a))
+            for w in wanted
+            for a, c in exposed.get(w, [])
+        ]
     join.scope.set("expressions", projections)
 
 
@@ -437,7 +526,9 @@ def rewrite_tvfs(
             assert scope is topn.aggregate
             source = scope.parent
             scope.set("expressions", [*scope.expressions, *_group_keys(spec)])
-            topn.scope.replace(_topn_query(topn, scope, source.args.get("alias"), list(topn.columns), spec))
+            topn.scope.replace(
+                _topn_query(topn, scope, source.args.get("alias"), list(topn.columns), spec)
+            )
     for topn in (topns or {}).values():
         if topn.join_side is None:
             continue
@@ -448,6 +539,13 @@ def rewrite_tvfs(
         spec = by_tvf[id(topn.tvf)]
         join_scope = topn.aggregate
         source = join_scope.parent
-        join_scope.set("expressions", [*join_scope.expressions, *[
-            exp.column(k, table=exp.to_identifier(topn.join_side)) for k in _join_keys(spec)]])
-        topn.scope.replace(_topn_query(topn, join_scope, source.args.get("alias"), list(topn.columns), spec))
+        join_scope.set(
+            "expressions",
+            [
+                *join_scope.expressions,
+                *[exp.column(k, table=exp.to_identifier(topn.join_side)) for k in _join_keys(spec)],
+            ],
+        )
+        topn.scope.replace(
+            _topn_query(topn, join_scope, source.args.get("alias"), list(topn.columns), spec)
+        )

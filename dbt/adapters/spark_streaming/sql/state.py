@@ -33,6 +33,7 @@ Flink's idle state retention (seed 001)::
     AVG            SUM(a), COUNT(a)      SUM, SUM                               ps / pc
     COLLECT_SET    COLLECT_SET(a)        ARRAY_DISTINCT(FLATTEN(COLLECT_LIST))  p
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,14 +62,19 @@ class PartialsSpec:
 
 
 def _agg_scopes(tree: exp.Expr) -> List[exp.Select]:
-    return [s for s in tree.find_all(exp.Select) if s.args.get("group") or s.args.get("distinct")
-            or is_aggregating(s)]
+    return [
+        s
+        for s in tree.find_all(exp.Select)
+        if s.args.get("group") or s.args.get("distinct") or is_aggregating(s)
+    ]
 
 
 def _windowed(select: exp.Select) -> bool:
     """Whether the aggregate groups by a window (the rewritten ``__w`` struct)."""
-    return any("__w" in {c.name for c in g.find_all(exp.Column)}
-               for g in (select.args.get("group") or exp.Group()).expressions)
+    return any(
+        "__w" in {c.name for c in g.find_all(exp.Column)}
+        for g in (select.args.get("group") or exp.Group()).expressions
+    )
 
 
 def _stream_inputs(tree: exp.Expr, dimensions: Sequence[str]) -> List[exp.Table]:
@@ -85,32 +91,42 @@ def _stream_inputs(tree: exp.Expr, dimensions: Sequence[str]) -> List[exp.Table]
     return out
 
 
-def check_joins(tree: exp.Expr, sql: str, window_join_scopes: Set[int], dimensions: Sequence[str]) -> None:
+def check_joins(
+    tree: exp.Expr, sql: str, window_join_scopes: Set[int], dimensions: Sequence[str]
+) -> None:
     """SSV150 on a join of two streams that is not a window join (unbounded join state);
     SSC201 if config ``dimensions`` names a relation the query does not read."""
     read = [table_key(t) for t in _stream_inputs(tree, ())]
-    unknown = [d for d in dimensions if not any(d.lower() in (k, k.rpartition(".")[2]) for k in read)]
+    unknown = [
+        d for d in dimensions if not any(d.lower() in (k, k.rpartition(".")[2]) for k in read)
+    ]
     if unknown:
-        raise SqlError("SSC201", "invalid config `dimensions`",
-                       f"Got: {unknown!r} / Expected: names of relations the model's SQL reads: "
-                       + ", ".join(dict.fromkeys(read)),
-                       "Set `dimensions` in the model's config() to the model or source names it joins as tables.")
+        raise SqlError(
+            "SSC201",
+            "invalid config `dimensions`",
+            f"Got: {unknown!r} / Expected: names of relations the model's SQL reads: "
+            + ", ".join(dict.fromkeys(read)),
+            "Set `dimensions` in the model's config() to the model or source names it joins as tables.",
+        )
     if len(_stream_inputs(tree, dimensions)) < 2:
         return
     for join in tree.find_all(exp.Join):
         if id(join.parent) in window_join_scopes:
             continue
         raise SqlError(
-            "SSV150", "a join of two streams without a window keeps unbounded state",
+            "SSV150",
+            "a join of two streams without a window keeps unbounded state",
             "Spark keeps every row of both sides forever, waiting for matches (state_ttl does not "
             "apply to joins)",
             "Join on a window (both sides TABLE(TUMBLE(...)), ON both window_start and window_end), or "
             "list the side that is a table in config `dimensions` (joined at each batch, no state).",
-            position_of(join, sql))
+            position_of(join, sql),
+        )
 
 
-def unbounded_aggregate(tree: exp.Expr, sql: str, *, updating: bool, constant_domain: Sequence[str],
-                        state_ttl: bool) -> Optional[exp.Select]:
+def unbounded_aggregate(
+    tree: exp.Expr, sql: str, *, updating: bool, constant_domain: Sequence[str], state_ttl: bool
+) -> Optional[exp.Select]:
     """The query's non-window aggregate whose state grows with its keys (``tree`` rewritten:
     window aggregates group by ``__w``): None if there is none or every key is declared in
     ``constant_domain``; SSV150 unless ``state_ttl`` is set (then its partials go to Delta)."""
@@ -128,15 +144,20 @@ def unbounded_aggregate(tree: exp.Expr, sql: str, *, updating: bool, constant_do
     undeclared = [n for n in names if n.lower() not in declared]
     if keys and not undeclared:
         return None
-    what = "SELECT DISTINCT" if scope.args.get("distinct") else "GROUP BY " + ", ".join(
-        k.sql(dialect="spark") for k in keys)
+    what = (
+        "SELECT DISTINCT"
+        if scope.args.get("distinct")
+        else "GROUP BY " + ", ".join(k.sql(dialect="spark") for k in keys)
+    )
     raise SqlError(
-        "SSV150", f"{what} without a window keeps unbounded state",
+        "SSV150",
+        f"{what} without a window keeps unbounded state",
         f"Spark keeps one aggregate per {', '.join(undeclared) or 'key'} forever, and new values keep coming",
         "Aggregate over a window TVF (GROUP BY window_start, window_end, ...), declare "
         f"constant_domain: [{', '.join(undeclared)}] if its values are a fixed set, or set "
         "state_ttl: '7 days' (a key idle that long is dropped and starts afresh).",
-        position_of(scope.args.get("group") or scope, sql))
+        position_of(scope.args.get("group") or scope, sql),
+    )
 
 
 def _key_name(scope: exp.Select, key: exp.Expr) -> str:
@@ -160,11 +181,13 @@ def _group_keys(scope: exp.Select) -> List[exp.Expr]:
 
 def _unsupported(what: str, node: exp.Expr, sql: str) -> SqlError:
     return SqlError(
-        "SSV151", f"{what} cannot be maintained with state_ttl",
+        "SSV151",
+        f"{what} cannot be maintained with state_ttl",
         "state_ttl keeps partial aggregates per key in Delta, which works for COUNT, SUM, MIN, MAX, "
         "AVG and COUNT(DISTINCT) over plain GROUP BY keys",
         "Rewrite with those aggregates, or drop state_ttl and declare constant_domain for the keys.",
-        position_of(node, sql))
+        position_of(node, sql),
+    )
 
 
 def _col(name: str) -> exp.Column:
@@ -177,18 +200,42 @@ def _fn(cls: type, arg: exp.Expr) -> exp.Expr:
 
 # aggregate class -> (partials: [(suffix, partial)], merges by suffix, final(partial columns))
 _Partial = Callable[[Optional[exp.Expr]], exp.Expr]
-_RULES: Dict[type, Tuple[List[Tuple[str, _Partial, Callable[[exp.Expr], exp.Expr]]], Callable[..., exp.Expr]]] = {
-    exp.Count: ([("", lambda a: exp.Count(this=a if a is not None else exp.Star(), big_int=True),
-                  lambda p: _fn(exp.Sum, p))], lambda p: p),
+_RULES: Dict[
+    type, Tuple[List[Tuple[str, _Partial, Callable[[exp.Expr], exp.Expr]]], Callable[..., exp.Expr]]
+] = {
+    exp.Count: (
+        [
+            (
+                "",
+                lambda a: exp.Count(this=a if a is not None else exp.Star(), big_int=True),
+                lambda p: _fn(exp.Sum, p),
+            )
+        ],
+        lambda p: p,
+    ),
     exp.Sum: ([("", lambda a: _fn(exp.Sum, a), lambda p: _fn(exp.Sum, p))], lambda p: p),
     exp.Min: ([("", lambda a: _fn(exp.Min, a), lambda p: _fn(exp.Min, p))], lambda p: p),
     exp.Max: ([("", lambda a: _fn(exp.Max, a), lambda p: _fn(exp.Max, p))], lambda p: p),
-    exp.Avg: ([("s", lambda a: _fn(exp.Sum, a), lambda p: _fn(exp.Sum, p)),
-               ("c", lambda a: exp.Count(this=a, big_int=True), lambda p: _fn(exp.Sum, p))],
-              lambda s, c: exp.Div(this=exp.Cast(this=s, to=exp.DataType.build("double")),
-                                   expression=exp.Nullif(this=c, expression=exp.Literal.number(0)))),
-    exp.ArrayUniqueAgg: ([("", lambda a: _fn(exp.ArrayUniqueAgg, a), lambda p: exp.ArrayDistinct(
-        this=exp.Flatten(this=exp.ArrayAgg(this=p))))], lambda p: p),
+    exp.Avg: (
+        [
+            ("s", lambda a: _fn(exp.Sum, a), lambda p: _fn(exp.Sum, p)),
+            ("c", lambda a: exp.Count(this=a, big_int=True), lambda p: _fn(exp.Sum, p)),
+        ],
+        lambda s, c: exp.Div(
+            this=exp.Cast(this=s, to=exp.DataType.build("double")),
+            expression=exp.Nullif(this=c, expression=exp.Literal.number(0)),
+        ),
+    ),
+    exp.ArrayUniqueAgg: (
+        [
+            (
+                "",
+                lambda a: _fn(exp.ArrayUniqueAgg, a),
+                lambda p: exp.ArrayDistinct(this=exp.Flatten(this=exp.ArrayAgg(this=p))),
+            )
+        ],
+        lambda p: p,
+    ),
 }
 
 
@@ -198,13 +245,18 @@ def _same(a: exp.Expr, b: exp.Expr) -> bool:
         for c in e.find_all(exp.Column):
             c.set("table", None)
         return e.sql(dialect="spark").lower()
+
     return bare(a) == bare(b)
 
 
-def split_aggregate(tree: exp.Expr, scope: exp.Select, sql: str, ttl_ms: int) -> Tuple[exp.Select, PartialsSpec]:
+def split_aggregate(
+    tree: exp.Expr, scope: exp.Select, sql: str, ttl_ms: int
+) -> Tuple[exp.Select, PartialsSpec]:
     """The stream (stateless) and the batch SQL that maintain ``scope``, the query's one
     non-window aggregate, from partials kept in Delta (module docstring)."""
-    if scope.args.get("having") is not None or any(scope.args.get(a) for a in ("qualify", "windows")):
+    if scope.args.get("having") is not None or any(
+        scope.args.get(a) for a in ("qualify", "windows")
+    ):
         raise _unsupported("HAVING left on the aggregate", scope, sql)
     group = scope.args.get("group")
     if group is not None and any(group.args.get(a) for a in ("rollup", "cube", "grouping_sets")):
@@ -227,7 +279,12 @@ def split_aggregate(tree: exp.Expr, scope: exp.Select, sql: str, ttl_ms: int) ->
     def _final_of(agg: exp.AggFunc) -> exp.Expr:
         rule = _RULES.get(type(agg))
         arg = agg.this
-        if rule is None or isinstance(arg, exp.Distinct) or agg.expressions or isinstance(agg.parent, exp.Filter):
+        if (
+            rule is None
+            or isinstance(arg, exp.Distinct)
+            or agg.expressions
+            or isinstance(agg.parent, exp.Filter)
+        ):
             raise _unsupported(f"aggregate {agg.sql(dialect='spark')}", agg, sql)
         j = len(partials)
         source = None
@@ -238,14 +295,22 @@ def split_aggregate(tree: exp.Expr, scope: exp.Select, sql: str, ttl_ms: int) ->
         names = []
         for suffix, partial, merge in parts:
             name = f"__p{j}{suffix}"
-            partials.append(exp.alias_(partial(source.copy() if source is not None else None), name))
+            partials.append(
+                exp.alias_(partial(source.copy() if source is not None else None), name)
+            )
             merges.append(exp.alias_(merge(_col(name)), name))
             names.append(_col(name))
         return final(*names)
 
     def replace(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Anonymous) and node.name.upper() == "COLLECT_SET" and len(node.expressions) == 1:
-            node = exp.ArrayUniqueAgg(this=node.expressions[0].copy())  # as rewrite_distinct_counts writes it
+        if (
+            isinstance(node, exp.Anonymous)
+            and node.name.upper() == "COLLECT_SET"
+            and len(node.expressions) == 1
+        ):
+            node = exp.ArrayUniqueAgg(
+                this=node.expressions[0].copy()
+            )  # as rewrite_distinct_counts writes it
         if isinstance(node, exp.AggFunc):
             return final_of(node)
         for k, kc in zip(keys, key_cols):
@@ -259,8 +324,11 @@ def split_aggregate(tree: exp.Expr, scope: exp.Select, sql: str, ttl_ms: int) ->
         body = proj.unalias().copy().transform(replace)
         stray = [c for c in body.find_all(exp.Column) if not c.name.startswith(("__k", "__p"))]
         if stray:
-            raise _unsupported(f"column {stray[0].sql(dialect='spark')} (neither aggregated nor a GROUP BY key)",
-                               proj, sql)
+            raise _unsupported(
+                f"column {stray[0].sql(dialect='spark')} (neither aggregated nor a GROUP BY key)",
+                proj,
+                sql,
+            )
         outputs.append(exp.alias_(body, exp.to_identifier(name)))
 
     stream = exp.Select(expressions=stream_cols)
@@ -285,9 +353,13 @@ def split_aggregate(tree: exp.Expr, scope: exp.Select, sql: str, ttl_ms: int) ->
         target.replace(final_scope)
         if final_tree.args.get("with_") is not None and root_with is not None:
             final_tree.set("with_", None)  # the stream evaluates the CTEs
-    spec = PartialsSpec(keys=tuple(key_cols), partial_sql=grouped(partials, BATCH_INPUT),
-                        merge_sql=grouped(merges, PARTIALS_INPUT), final_sql=final_tree.sql(dialect="spark"),
-                        ttl_ms=ttl_ms)
+    spec = PartialsSpec(
+        keys=tuple(key_cols),
+        partial_sql=grouped(partials, BATCH_INPUT),
+        merge_sql=grouped(merges, PARTIALS_INPUT),
+        final_sql=final_tree.sql(dialect="spark"),
+        ttl_ms=ttl_ms,
+    )
     return stream, spec
 
 

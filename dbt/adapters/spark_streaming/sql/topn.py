@@ -47,7 +47,9 @@ class WindowTopN:
     function: str = "row_number"
     aggregate: Optional[exp.Select] = None
     columns: Tuple[str, ...] = ()
-    join_side: Optional[str] = None  # over a window join (``aggregate`` is its SELECT): the alias of
+    join_side: Optional[str] = (
+        None  # over a window join (``aggregate`` is its SELECT): the alias of
+    )
     # the side whose window the Top-N groups by (the left one, or the right one of a RIGHT join)
 
 
@@ -106,7 +108,9 @@ def _grouped_tvf(select: exp.Select) -> Optional[WindowTVF]:
     return tvf
 
 
-def _aggregate_columns(aggregate: exp.Select, tvf: WindowTVF) -> Tuple[Tuple[str, ...], Dict[str, str], Optional[exp.Expr]]:
+def _aggregate_columns(
+    aggregate: exp.Select, tvf: WindowTVF
+) -> Tuple[Tuple[str, ...], Dict[str, str], Optional[exp.Expr]]:
     """Output column names of a window aggregate below a Top-N, which of them are window bounds
     ({lower-case name: 'window_start' | ...}), and its first column without a name, if any."""
     names: List[str] = []
@@ -114,7 +118,11 @@ def _aggregate_columns(aggregate: exp.Select, tvf: WindowTVF) -> Tuple[Tuple[str
     unnamed: Optional[exp.Expr] = None
     for proj in aggregate.expressions:
         target = proj.this if isinstance(proj, exp.Alias) else proj
-        if not isinstance(proj, (exp.Alias, exp.Column)) or isinstance(target, exp.Star) or not proj.alias_or_name:
+        if (
+            not isinstance(proj, (exp.Alias, exp.Column))
+            or isinstance(target, exp.Star)
+            or not proj.alias_or_name
+        ):
             unnamed = unnamed or proj
             continue
         names.append(proj.alias_or_name)
@@ -142,8 +150,11 @@ def _join_of_aggregates(select: exp.Select) -> Optional[Tuple[WindowTVF, str, Di
     bounds: Dict[str, str] = {}
     for proj in select.expressions:
         target = proj.this if isinstance(proj, exp.Alias) else proj
-        star = isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)
-                                                and target.table.lower() in ("", side.alias.lower()))
+        star = isinstance(target, exp.Star) or (
+            isinstance(target, exp.Column)
+            and isinstance(target.this, exp.Star)
+            and target.table.lower() in ("", side.alias.lower())
+        )
         if star:  # not a Top-N input (SSV109), but tell that from a window join of other bounds
             for inner in side.wrapper.expressions if side.wrapper is not None else []:
                 bound = side_bound(exp.column(inner.alias_or_name, table=side.alias), side)
@@ -163,8 +174,12 @@ def _join_columns(select: exp.Select) -> Tuple[Tuple[str, ...], Optional[exp.Exp
     unnamed: Optional[exp.Expr] = None
     for proj in select.expressions:
         target = proj.this if isinstance(proj, exp.Alias) else proj
-        if not isinstance(proj, (exp.Alias, exp.Column)) or isinstance(target, exp.Star) \
-                or isinstance(target.this, exp.Star) or not proj.alias_or_name:
+        if (
+            not isinstance(proj, (exp.Alias, exp.Column))
+            or isinstance(target, exp.Star)
+            or isinstance(target.this, exp.Star)
+            or not proj.alias_or_name
+        ):
             unnamed = unnamed or proj
             continue
         names.append(proj.alias_or_name)
@@ -190,18 +205,36 @@ def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
     joined = None
     if isinstance(source, WindowTVF):
         tvf = source
-    elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) \
-            and (grouped := _grouped_tvf(source.this)) is not None:
+    elif (
+        isinstance(source, exp.Subquery)
+        and isinstance(source.this, exp.Select)
+        and (grouped := _grouped_tvf(source.this)) is not None
+    ):
         aggregate, tvf = source.this, grouped
-    elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select) \
-            and (joined := _join_of_aggregates(source.this)) is not None:
+    elif (
+        isinstance(source, exp.Subquery)
+        and isinstance(source.this, exp.Select)
+        and (joined := _join_of_aggregates(source.this)) is not None
+    ):
         aggregate, tvf = source.this, joined[0]
     else:
         return None
     if tvf.function == "SESSION":
         return None
-    if any(scope.args.get(a) for a in ("joins", "group", "having", "distinct", "order", "limit",
-                                       "qualify", "windows", "with_")):
+    if any(
+        scope.args.get(a)
+        for a in (
+            "joins",
+            "group",
+            "having",
+            "distinct",
+            "order",
+            "limit",
+            "qualify",
+            "windows",
+            "with_",
+        )
+    ):
         return None
     for node in own_nodes(scope, "expressions", "where"):
         if node is window or node is alias or node is window.this:
@@ -212,6 +245,7 @@ def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
         if proj is not alias and not isinstance(proj, (exp.Star, exp.Column)):
             return None
     if aggregate is None:
+
         def bound(node: exp.Expr) -> Optional[str]:
             return window_key(node, tvf)
     else:
@@ -225,6 +259,7 @@ def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
             if not isinstance(node, exp.Column) or (node.table and node.table.lower() != qualifier):
                 return None
             return bounds.get(node.name.lower())
+
     if scope.args.get("where") and any(bound(n) for n in scope.args["where"].walk()):
         return None
     keys = [k for k in window.args.get("partition_by") or [] if bound(k) is None]
@@ -235,12 +270,18 @@ def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
         return None
     order = list((window.args.get("order") or exp.Order()).expressions)
     if not order or any(
-            not isinstance(o, exp.Ordered) or any(bound(n) for n in o.walk())
-            or any(isinstance(n, (exp.AggFunc, exp.Window, exp.Query)) for n in o.walk())
-            for o in order):
+        not isinstance(o, exp.Ordered)
+        or any(bound(n) for n in o.walk())
+        or any(isinstance(n, (exp.AggFunc, exp.Window, exp.Query)) for n in o.walk())
+        for o in order
+    ):
         return None
     sub = scope.parent
-    outer = sub.parent.parent if isinstance(sub, exp.Subquery) and isinstance(sub.parent, exp.From) else None
+    outer = (
+        sub.parent.parent
+        if isinstance(sub, exp.Subquery) and isinstance(sub.parent, exp.From)
+        else None
+    )
     if not isinstance(outer, exp.Select):
         return None
     limit = rownum_limit(outer.args.get("where"), alias.alias)
@@ -249,12 +290,27 @@ def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
     what = "window join" if joined is not None else "window aggregate"
     if aggregate is not None and unnamed is not None:
         raise SqlError(
-            "SSV109", f"a column of the {what} below a window Top-N has no name",
+            "SSV109",
+            f"a column of the {what} below a window Top-N has no name",
             f"the Top-N keeps the {what}'s rows whole and refers to their columns by name; got "
-            f"{unnamed.sql(dialect='spark')}", f"Name every selected column of the {what} (e.g. "
-            + ("a.sales, b.buyers rather than a.*)." if joined else "SUM(price) AS price)."), position_of(unnamed, sql))
-    return WindowTopN(scope, tvf, window, keys, order, limit, alias.alias, function, aggregate, columns,
-                      joined[1] if joined is not None else None)
+            f"{unnamed.sql(dialect='spark')}",
+            f"Name every selected column of the {what} (e.g. "
+            + ("a.sales, b.buyers rather than a.*)." if joined else "SUM(price) AS price)."),
+            position_of(unnamed, sql),
+        )
+    return WindowTopN(
+        scope,
+        tvf,
+        window,
+        keys,
+        order,
+        limit,
+        alias.alias,
+        function,
+        aggregate,
+        columns,
+        joined[1] if joined is not None else None,
+    )
 
 
 def inline_ranked_ctes(tree: exp.Expr) -> None:
@@ -266,17 +322,27 @@ def inline_ranked_ctes(tree: exp.Expr) -> None:
     for with_ in withs:
         for cte in list(with_.expressions):
             name = cte.alias_or_name.lower()
-            refs = [t for t in tree.find_all(exp.Table)
-                    if isinstance(t.this, exp.Identifier) and not t.db and t.name.lower() == name]
+            refs = [
+                t
+                for t in tree.find_all(exp.Table)
+                if isinstance(t.this, exp.Identifier) and not t.db and t.name.lower() == name
+            ]
             if len(refs) != 1 or not isinstance(refs[0].parent, exp.From):
                 continue
             scope = refs[0].parent.parent
             if not isinstance(scope, exp.Select) or not any(
-                    isinstance(p, exp.Alias) and isinstance(p.this, exp.Window) and type(p.this.this) in RANKINGS
-                    for p in scope.expressions):
+                isinstance(p, exp.Alias)
+                and isinstance(p.this, exp.Window)
+                and type(p.this.this) in RANKINGS
+                for p in scope.expressions
+            ):
                 continue
             alias = refs[0].alias or cte.alias_or_name
-            refs[0].replace(exp.Subquery(this=cte.this.copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+            refs[0].replace(
+                exp.Subquery(
+                    this=cte.this.copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))
+                )
+            )
             cte.pop()
         if not with_.expressions:
             with_.pop()

@@ -22,6 +22,7 @@ In update mode a group that stops satisfying HAVING must be deleted from the tab
 Spark would filter it out and emit nothing. So HAVING becomes a projected boolean
 ``__keep``: the sink upserts the rows where it holds and deletes the others.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,8 +49,12 @@ class UpsertSpec:
     unique_key: Tuple[str, ...]
     output_mode: str
     keep_column: Optional[str] = None
-    rank_sql: Optional[str] = None  # Top-N: re-ranks RANK_INPUT (new rows + the table's, see rewrite_rank)
-    partials: Optional[PartialsSpec] = None  # state_ttl: partial aggregates kept in Delta (sql/state.py)
+    rank_sql: Optional[str] = (
+        None  # Top-N: re-ranks RANK_INPUT (new rows + the table's, see rewrite_rank)
+    )
+    partials: Optional[PartialsSpec] = (
+        None  # state_ttl: partial aggregates kept in Delta (sql/state.py)
+    )
 
 
 @dataclass
@@ -80,33 +85,65 @@ def dedups(tree: exp.Expr, window_topns: Sequence[WindowTopN]) -> List[Dedup]:
         if not keys or not order or not all(isinstance(k, exp.Column) for k in keys):
             continue
         sub = scope.parent
-        outer = sub.parent.parent if isinstance(sub, exp.Subquery) and isinstance(sub.parent, exp.From) else None
+        outer = (
+            sub.parent.parent
+            if isinstance(sub, exp.Subquery) and isinstance(sub.parent, exp.From)
+            else None
+        )
         if not isinstance(outer, exp.Select):
             continue
-        found.append(Dedup(scope, window, keys, order, alias.alias,
-                           rownum_limit(outer.args.get("where"), alias.alias)))
+        found.append(
+            Dedup(
+                scope,
+                window,
+                keys,
+                order,
+                alias.alias,
+                rownum_limit(outer.args.get("where"), alias.alias),
+            )
+        )
     return found
 
 
-def _unsupported(what: str, why: str, node: Optional[exp.Expr], sql: str, code: str = "SSV131") -> SqlError:
-    return SqlError(code, what, why, "Supported by upsert_table: GROUP BY aggregates (with or without "
-                    "a window TVF), keep-first/keep-latest deduplication (ROW_NUMBER() ... = 1), Top-N "
-                    "(SELECT * FROM (... ROW_NUMBER() ...) WHERE rn <= N), and append-only queries with a "
-                    "unique_key.", position_of(node, sql))
+def _unsupported(
+    what: str, why: str, node: Optional[exp.Expr], sql: str, code: str = "SSV131"
+) -> SqlError:
+    return SqlError(
+        code,
+        what,
+        why,
+        "Supported by upsert_table: GROUP BY aggregates (with or without "
+        "a window TVF), keep-first/keep-latest deduplication (ROW_NUMBER() ... = 1), Top-N "
+        "(SELECT * FROM (... ROW_NUMBER() ...) WHERE rn <= N), and append-only queries with a "
+        "unique_key.",
+        position_of(node, sql),
+    )
 
 
 def _dedup_columns(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: str) -> List[str]:
     """The input columns of a deduplication's table (its SELECT * expands to them)."""
     frm = dedup.scope.args.get("from_")
     table = frm.this if frm is not None else None
-    if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier) \
-            or table_key(table) not in schemas:
-        raise _unsupported("deduplication over something other than a table",
-                           "ROW_NUMBER() deduplication must read a ref(), source() or table directly",
-                           dedup.window, sql)
-    if any(dedup.scope.args.get(a) for a in ("joins", "group", "having", "distinct", "order", "limit")):
-        raise _unsupported("deduplication with joins, grouping or ordering in its SELECT",
-                           "only projections and a WHERE may stand beside the ROW_NUMBER()", dedup.window, sql)
+    if (
+        not isinstance(table, exp.Table)
+        or not isinstance(table.this, exp.Identifier)
+        or table_key(table) not in schemas
+    ):
+        raise _unsupported(
+            "deduplication over something other than a table",
+            "ROW_NUMBER() deduplication must read a ref(), source() or table directly",
+            dedup.window,
+            sql,
+        )
+    if any(
+        dedup.scope.args.get(a) for a in ("joins", "group", "having", "distinct", "order", "limit")
+    ):
+        raise _unsupported(
+            "deduplication with joins, grouping or ordering in its SELECT",
+            "only projections and a WHERE may stand beside the ROW_NUMBER()",
+            dedup.window,
+            sql,
+        )
     return list(schemas[table_key(table)])
 
 
@@ -116,18 +153,24 @@ def rewrite_dedup(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: s
     columns = _dedup_columns(dedup, schemas, sql)
     desc = {bool(o.args.get("desc")) for o in dedup.order}
     if len(desc) > 1:
-        raise _unsupported("deduplication ordered both ascending and descending",
-                           "the kept row is the MAX (descending) or MIN (ascending) of the ORDER BY keys",
-                           dedup.window.args.get("order"), sql)
+        raise _unsupported(
+            "deduplication ordered both ascending and descending",
+            "the kept row is the MAX (descending) or MIN (ascending) of the ORDER BY keys",
+            dedup.window.args.get("order"),
+            sql,
+        )
     fields: List[exp.Expr] = []
     for i, o in enumerate(dedup.order):
-        if bool(o.args.get("nulls_first")) == bool(o.args.get("desc")):  # NULLs not where MAX/MIN put them
+        if bool(o.args.get("nulls_first")) == bool(
+            o.args.get("desc")
+        ):  # NULLs not where MAX/MIN put them
             fields.append(exp.alias_(exp.Is(this=o.this.copy(), expression=exp.Null()), f"__n{i}"))
         fields.append(exp.alias_(o.this.copy(), f"__o{i}"))
     fields += [exp.alias_(exp.column(exp.to_identifier(c)), exp.to_identifier(c)) for c in columns]
     agg = exp.Max if desc.pop() else exp.Min
-    kept = exp.Select(expressions=[exp.alias_(agg(this=exp.Struct(expressions=fields)), DEDUP_ROW)]).from_(
-        dedup.scope.args["from_"].this.copy())
+    kept = exp.Select(
+        expressions=[exp.alias_(agg(this=exp.Struct(expressions=fields)), DEDUP_ROW)]
+    ).from_(dedup.scope.args["from_"].this.copy())
     if dedup.scope.args.get("where") is not None:
         kept.set("where", dedup.scope.args["where"].copy())
     kept = kept.group_by(*[k.copy() for k in dedup.keys])
@@ -142,15 +185,22 @@ def rewrite_dedup(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: s
         elif isinstance(proj, exp.Column) and proj.name.lower() in lower:
             out.append(_field(lower[proj.name.lower()], proj.name))
         else:
-            raise _unsupported("computed columns beside a deduplication's ROW_NUMBER()",
-                               "only * and input columns may be projected next to it; compute in "
-                               "the outer SELECT", proj, sql)
-    dedup.scope.replace(exp.Select(expressions=out).from_(exp.Subquery(this=kept, alias=exp.TableAlias(
-        this=exp.to_identifier(DEDUP_ROW)))))
+            raise _unsupported(
+                "computed columns beside a deduplication's ROW_NUMBER()",
+                "only * and input columns may be projected next to it; compute in the outer SELECT",
+                proj,
+                sql,
+            )
+    dedup.scope.replace(
+        exp.Select(expressions=out).from_(
+            exp.Subquery(this=kept, alias=exp.TableAlias(this=exp.to_identifier(DEDUP_ROW)))
+        )
+    )
 
 
-def rewrite_rank(tree: exp.Select, dedup: Dedup, schemas: Mapping[str, Mapping[str, str]],
-                 sql: str) -> Tuple[exp.Select, exp.Select, exp.Select]:
+def rewrite_rank(
+    tree: exp.Select, dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: str
+) -> Tuple[exp.Select, exp.Select, exp.Select]:
     """A Top-N without a window, ``SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k
     ORDER BY o) AS rn FROM t WHERE ...) WHERE rn <= N``, as (stream, rank, oracle) queries:
 
@@ -171,12 +221,25 @@ def rewrite_rank(tree: exp.Select, dedup: Dedup, schemas: Mapping[str, Mapping[s
         elif isinstance(proj, exp.Column):
             shown.append(proj.copy())
         elif not (isinstance(proj, exp.Alias) and proj.this is dedup.window):
-            raise _unsupported("computed columns beside a Top-N's ROW_NUMBER()",
-                               "only * and input columns may be projected next to it", proj, sql)
+            raise _unsupported(
+                "computed columns beside a Top-N's ROW_NUMBER()",
+                "only * and input columns may be projected next to it",
+                proj,
+                sql,
+            )
     ordered = {o.this.sql() for o in dedup.order}
     order = dedup.window.args["order"]
-    order.set("expressions", [*order.expressions, *[exp.Ordered(this=c.copy(), nulls_first=True)
-                                                    for c in shown if c.sql() not in ordered]])
+    order.set(
+        "expressions",
+        [
+            *order.expressions,
+            *[
+                exp.Ordered(this=c.copy(), nulls_first=True)
+                for c in shown
+                if c.sql() not in ordered
+            ],
+        ],
+    )
     # explicit columns: the oracle's inputs carry an extra column (sql/oracle.py LATE_COLUMN)
     dedup.scope.set("expressions", [*[c.copy() for c in shown], dedup.window.parent])
     stream = exp.Select(expressions=shown).from_(dedup.scope.args["from_"].this.copy())
@@ -189,8 +252,10 @@ def rewrite_rank(tree: exp.Select, dedup: Dedup, schemas: Mapping[str, Mapping[s
 
 
 def _field(column: str, name: Optional[str] = None) -> exp.Expr:
-    return exp.alias_(exp.Dot(this=exp.column(DEDUP_ROW), expression=exp.to_identifier(column)),
-                      exp.to_identifier(name or column))
+    return exp.alias_(
+        exp.Dot(this=exp.column(DEDUP_ROW), expression=exp.to_identifier(column)),
+        exp.to_identifier(name or column),
+    )
 
 
 def _output_name(select: exp.Select, key: exp.Expr) -> Optional[str]:
@@ -203,10 +268,18 @@ def _output_name(select: exp.Select, key: exp.Expr) -> Optional[str]:
             if isinstance(key, exp.Column):
                 return key.name
         target = proj.this if isinstance(proj, exp.Alias) else proj
-        if isinstance(key, exp.Column) and isinstance(target, exp.Column) and target.name.lower() == key.name.lower():
+        if (
+            isinstance(key, exp.Column)
+            and isinstance(target, exp.Column)
+            and target.name.lower() == key.name.lower()
+        ):
             return proj.alias_or_name
-        if isinstance(proj, exp.Alias) and isinstance(key, exp.Column) and not key.table \
-                and proj.alias.lower() == key.name.lower():
+        if (
+            isinstance(proj, exp.Alias)
+            and isinstance(key, exp.Column)
+            and not key.table
+            and proj.alias.lower() == key.name.lower()
+        ):
             return proj.alias
         if target == key:
             return proj.alias_or_name
@@ -219,62 +292,106 @@ def _keys(select: exp.Select, keys: Sequence[exp.Expr], sql: str, what: str) -> 
         name = _output_name(select, key)
         if name is None:
             raise SqlError(
-                "SSV130", f"cannot infer the unique_key of the upsert_table: {what} "
+                "SSV130",
+                f"cannot infer the unique_key of the upsert_table: {what} "
                 f"{key.sql(dialect='spark')} is not a column of its result",
                 "the table is keyed by the columns that identify a result row",
-                "Select that key in the outer query, or set config unique_key=[...].", position_of(key, sql))
+                "Select that key in the outer query, or set config unique_key=[...].",
+                position_of(key, sql),
+            )
         names.append(name)
     return tuple(dict.fromkeys(names))
 
 
-def analyse_upsert(tree: exp.Expr, cls: Classification, found: Sequence[Dedup], topns: Sequence[WindowTopN],
-                   sql: str, unique_key: Optional[Sequence[str]], early: bool) -> UpsertSpec:
+def analyse_upsert(
+    tree: exp.Expr,
+    cls: Classification,
+    found: Sequence[Dedup],
+    topns: Sequence[WindowTopN],
+    sql: str,
+    unique_key: Optional[Sequence[str]],
+    early: bool,
+) -> UpsertSpec:
     """The UpsertSpec of an upsert_table query; moves HAVING to ``__keep`` in update mode.
     Raises SqlError for shapes an upsert table cannot maintain."""
     given = tuple(unique_key) if unique_key else None
     top = tree
     if not isinstance(top, exp.Select):
-        raise _unsupported("an upsert_table query whose top level is a set operation",
-                           f"{top.key.upper()} results cannot be keyed", top, sql)
+        raise _unsupported(
+            "an upsert_table query whose top level is a set operation",
+            f"{top.key.upper()} results cannot be keyed",
+            top,
+            sql,
+        )
     for dedup in found:
         if dedup.limit is None:
-            raise _unsupported("ROW_NUMBER() without a filter on it",
-                               "only ROW_NUMBER() ... WHERE rn = 1 (deduplication) or rn <= N (Top-N) is "
-                               "maintained", dedup.window, sql)
-        if dedup.limit > 1 and not (len(top.expressions) == 1 and isinstance(top.expressions[0], exp.Star)):
-            raise _unsupported("a Top-N whose outer SELECT is not SELECT *",
-                               "the table keeps the ranked rows whole, to re-rank them with new rows",
-                               top.expressions[0], sql)
+            raise _unsupported(
+                "ROW_NUMBER() without a filter on it",
+                "only ROW_NUMBER() ... WHERE rn = 1 (deduplication) or rn <= N (Top-N) is "
+                "maintained",
+                dedup.window,
+                sql,
+            )
+        if dedup.limit > 1 and not (
+            len(top.expressions) == 1 and isinstance(top.expressions[0], exp.Star)
+        ):
+            raise _unsupported(
+                "a Top-N whose outer SELECT is not SELECT *",
+                "the table keeps the ranked rows whole, to re-rank them with new rows",
+                top.expressions[0],
+                sql,
+            )
         if dedup.scope.parent.parent.parent is not top:
-            raise _unsupported("a deduplication or Top-N nested below the top-level SELECT",
-                               "its result is updating, and the operations over it would need "
-                               "retractions", dedup.window, sql)
+            raise _unsupported(
+                "a deduplication or Top-N nested below the top-level SELECT",
+                "its result is updating, and the operations over it would need retractions",
+                dedup.window,
+                sql,
+            )
     window_aggs = {id(s) for s in cls.window_aggregates.values()}
-    nested = [s for s in tree.find_all(exp.Select)
-              if s is not top and is_aggregating(s) and id(s) not in window_aggs]
+    nested = [
+        s
+        for s in tree.find_all(exp.Select)
+        if s is not top and is_aggregating(s) and id(s) not in window_aggs
+    ]
     if nested:
-        raise _unsupported("an aggregate nested below the top-level SELECT",
-                           "its result is updating, and the operations over it would need retractions",
-                           nested[0], sql)
+        raise _unsupported(
+            "an aggregate nested below the top-level SELECT",
+            "its result is updating, and the operations over it would need retractions",
+            nested[0],
+            sql,
+        )
     if early and id(top) not in window_aggs:
-        raise SqlError("SSV132", "emit early applies to window aggregates only",
-                       "emit: {early: true} refines the rows of open windows until they close",
-                       "Remove `emit` from the config, or group by window_start and window_end of a window TVF.",
-                       position_of(top, sql))
+        raise SqlError(
+            "SSV132",
+            "emit early applies to window aggregates only",
+            "emit: {early: true} refines the rows of open windows until they close",
+            "Remove `emit` from the config, or group by window_start and window_end of a window TVF.",
+            position_of(top, sql),
+        )
     if found:
         dedup = found[0]
-        if dedup.limit > 1:  # Top-N: a row per partition key and rank (always: the sink re-ranks by it)
-            return UpsertSpec(_keys(top, [*dedup.keys, exp.column(dedup.rownum)], sql, "Top-N key"), APPEND)
+        if (
+            dedup.limit > 1
+        ):  # Top-N: a row per partition key and rank (always: the sink re-ranks by it)
+            return UpsertSpec(
+                _keys(top, [*dedup.keys, exp.column(dedup.rownum)], sql, "Top-N key"), APPEND
+            )
         return UpsertSpec(given or _keys(top, dedup.keys, sql, "PARTITION BY key"), UPDATE)
     if is_aggregating(top):
         group = top.args.get("group")
-        if group is None and top.args.get("distinct") and not given:  # SELECT DISTINCT: every column
+        if (
+            group is None and top.args.get("distinct") and not given
+        ):  # SELECT DISTINCT: every column
             given = tuple(p.alias_or_name for p in top.expressions)
         if group is None and not given:
             raise SqlError(
-                "SSV130", "cannot infer the unique_key of the upsert_table: the aggregate has no GROUP BY",
-                "a global aggregate has no key column", "Group by a key, or set config unique_key=[...].",
-                position_of(top, sql))
+                "SSV130",
+                "cannot infer the unique_key of the upsert_table: the aggregate has no GROUP BY",
+                "a global aggregate has no key column",
+                "Group by a key, or set config unique_key=[...].",
+                position_of(top, sql),
+            )
         keys = given or _keys(top, group.expressions, sql, "GROUP BY key")
         if id(top) in window_aggs and not early:
             return UpsertSpec(keys, APPEND)
@@ -287,22 +404,35 @@ def analyse_upsert(tree: exp.Expr, cls: Classification, found: Sequence[Dedup], 
         return UpsertSpec(keys, UPDATE, keep)
     if cls.kind == "updating":
         why, node = cls.updating_reason or ("the query is updating", None)
-        raise _unsupported("this updating query shape is not supported by upsert_table yet", why, node, sql)
+        raise _unsupported(
+            "this updating query shape is not supported by upsert_table yet", why, node, sql
+        )
     topn = next((t for t in topns if t.scope.parent.parent.parent is top), None)
     if topn is not None and not given and topn.function != "row_number":
         raise SqlError(
-            "SSV130", f"cannot infer the unique_key of the upsert_table: a window Top-N by "
+            "SSV130",
+            f"cannot infer the unique_key of the upsert_table: a window Top-N by "
             f"{topn.function.upper()}() may rank several rows of a group equal",
             "rows tied in the ORDER BY share a rank, so window, partition keys and rank do not "
-            "identify a row", "Set config unique_key=[...] to columns that identify a ranked row, "
-            "or rank with ROW_NUMBER().", position_of(topn.window, sql))
+            "identify a row",
+            "Set config unique_key=[...] to columns that identify a ranked row, "
+            "or rank with ROW_NUMBER().",
+            position_of(topn.window, sql),
+        )
     if topn is not None and not given:  # a window Top-N: a row per window, partition key and rank
-        keys = [exp.column("window_start"), exp.column("window_end"), *topn.keys, exp.column(topn.rownum)]
+        keys = [
+            exp.column("window_start"),
+            exp.column("window_end"),
+            *topn.keys,
+            exp.column(topn.rownum),
+        ]
         given = _keys(top, keys, sql, "window Top-N key")
     if not given:
         raise SqlError(
-            "SSV130", "cannot infer the unique_key of the upsert_table",
+            "SSV130",
+            "cannot infer the unique_key of the upsert_table",
             "the query neither groups nor deduplicates, so no column identifies a result row",
             "Set config unique_key=['<column>', ...] naming the columns that identify a row.",
-            position_of(top, sql))
+            position_of(top, sql),
+        )
     return UpsertSpec(given, APPEND)
