@@ -62,6 +62,14 @@ BAD_MODELS = {
         "SSV110",
         "soon",
     ),
+    # Spark would ignore the AS OF and join every version (wrong rows): refused instead
+    "temporal_join": (
+        "{{ config(materialized='streaming_view', dimensions=['bids']) }} "
+        "SELECT o.bidtime, o.item, r.price FROM {{ ref('bids') }} AS o "
+        "JOIN {{ ref('bids') }} FOR SYSTEM_TIME AS OF o.bidtime AS r ON o.item = r.item",
+        "SSV160",
+        "FOR SYSTEM_TIME AS OF",
+    ),
 }
 
 

@@ -220,6 +220,17 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
                 f"Remove the {label}; order or limit when querying the model's output.",
                 position_of(node, sql),
             )
+    for node in tree.find_all(exp.Version):
+        raise SqlError(
+            "SSV160",
+            "temporal joins and time travel (FOR SYSTEM_TIME AS OF, TIMESTAMP / VERSION AS OF) "
+            "are not supported yet",
+            "Spark ignores the AS OF of a Delta source read here, so each row would be joined "
+            "with every version of the other table's rows instead of the one valid at its time",
+            "Join on a window (a window join of two TVFs), list the table in `dimensions` to "
+            "join its latest version, or join the versioned table's rows in a batch model.",
+            position_of(node, sql),
+        )
     for node in tree.find_all(exp.Window):
         if id(node) in allowed:
             continue
