@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from dbt.adapters.spark.connections import SparkConnectionMethod, SparkCredentials
-from dbt_common.exceptions import DbtRuntimeError
+
+from .delta import storage
+from .errors import StreamingError
 
 
 @dataclass
@@ -16,19 +17,60 @@ class SparkStreamingCredentials(SparkCredentials):
     method: SparkConnectionMethod = SparkConnectionMethod.SESSION  # type: ignore[assignment]
     # Not used by the session method; dbt-spark's base class requires a value.
     host: Optional[str] = "embedded"
-    # Root directory of the Delta tables: <warehouse_path>/<schema>/<identifier>.
+    # Root of the Delta tables, <warehouse_path>/<schema>/<identifier>: a local or shared
+    # directory, or object storage (s3://bucket/prefix).
     warehouse_path: str = "warehouse"
     # Spark master URL of the embedded session.
     master: str = "local[*]"
+    # Local or shared directory for Spark checkpoints and the adapter's run files (locks,
+    # continuous runners). Default: inside the warehouse; required when the warehouse is object
+    # storage (Spark writes checkpoints through Hadoop, which has no S3A jars here).
+    checkpoint_root: Optional[str] = None
+    # Object storage settings, set as the standard AWS environment of the driver and the
+    # executors (e.g. {AWS_ENDPOINT_URL: ..., AWS_REGION: ..., AWS_ALLOW_HTTP: "true"});
+    # credentials are best left to the AWS environment or credential chain of every node.
+    storage_options: Optional[Dict[str, str]] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.method != SparkConnectionMethod.SESSION:
-            raise DbtRuntimeError(
-                f"[dbt-spark-streaming SSC203] unsupported `method` {self.method!r}: only `session` "
-                "(embedded Spark) is implemented. Set `method: session` in profiles.yml."
+            raise StreamingError(
+                "SSC203",
+                f"unsupported `method` {self.method!r}",
+                "only `session` (embedded Spark) is implemented",
+                "Set `method: session` in profiles.yml.",
             )
-        self.warehouse_path = os.path.abspath(os.path.expanduser(self.warehouse_path))
+        problem = storage.check_uri(self.warehouse_path)
+        if problem:
+            raise StreamingError(
+                "SSC204",
+                f"unsupported `warehouse_path` {self.warehouse_path!r}",
+                problem,
+                "Set it to a directory or to s3://bucket/prefix in profiles.yml.",
+            )
+        self.warehouse_path = storage.normalize(self.warehouse_path)
+        no_s3a = (
+            "Spark writes its streaming checkpoints through Hadoop filesystems, and the S3A "
+            "connector is not installed"
+        )
+        if self.checkpoint_root is None and storage.is_remote(self.warehouse_path):
+            raise StreamingError(
+                "SSC205",
+                f"`checkpoint_root` is required when `warehouse_path` is object storage "
+                f"({self.warehouse_path})",
+                no_s3a,
+                "Set `checkpoint_root` in profiles.yml to a local directory, or one every node "
+                "shares.",
+            )
+        if self.checkpoint_root is not None:
+            if storage.is_remote(self.checkpoint_root):
+                raise StreamingError(
+                    "SSC205",
+                    f"`checkpoint_root` {self.checkpoint_root!r} is object storage",
+                    no_s3a,
+                    "Set it to a local directory, or one every node shares.",
+                )
+            self.checkpoint_root = storage.normalize(self.checkpoint_root)
 
     @classmethod
     def __pre_deserialize__(cls, data: Any) -> Any:
@@ -45,4 +87,11 @@ class SparkStreamingCredentials(SparkCredentials):
         return self.warehouse_path
 
     def _connection_keys(self):
-        return ("method", "master", "schema", "warehouse_path", "server_side_parameters")
+        return (
+            "method",
+            "master",
+            "schema",
+            "warehouse_path",
+            "checkpoint_root",
+            "server_side_parameters",
+        )
