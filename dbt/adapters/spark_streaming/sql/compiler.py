@@ -11,7 +11,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from . import oracle
-from .analysis import WindowSpec, analyse_tvf, classify, position_of, table_key
+from .analysis import WindowSpec, analyse_tvf, classify, table_key
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .intervals import parse_duration
@@ -156,7 +156,7 @@ def _parse(sql: str) -> exp.Expr:
             why,
             "Fix the syntax; window TVFs are written TABLE(TUMBLE(TABLE <table>, "
             "DESCRIPTOR(<time column>), INTERVAL '10' MINUTES)).",
-            pos,
+            position=pos,
         ) from None
     except TokenError as e:
         raise SqlError(
@@ -208,7 +208,7 @@ def _normalize_sources(tree: exp.Expr) -> Tuple[str, ...]:
     return tuple(seen)
 
 
-def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()) -> None:
+def _check_unsupported(tree: exp.Expr, allowed: Set[int] = frozenset()) -> None:
     for arg, label in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
         node = tree.args.get(arg)
         if node is not None:
@@ -218,7 +218,7 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
                 "a streaming result is unbounded and is never complete, so it cannot be "
                 "sorted or truncated",
                 f"Remove the {label}; order or limit when querying the model's output.",
-                position_of(node, sql),
+                node,
             )
     for node in tree.find_all(exp.Version):
         raise SqlError(
@@ -229,7 +229,7 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
             "with every version of the other table's rows instead of the one valid at its time",
             "Join on a window (a window join of two TVFs), list the table in `dimensions` to "
             "join its latest version, or join the versioned table's rows in a batch model.",
-            position_of(node, sql),
+            node,
         )
     for node in tree.find_all(exp.Window):
         if id(node) in allowed:
@@ -245,7 +245,7 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
             "its left (RIGHT: right) side, in a subquery of its FROM or a CTE used only there)",
             "Use a window TVF aggregate (TABLE(TUMBLE(...)) grouped by window_start, "
             "window_end), a window Top-N, or compute it in a batch model.",
-            position_of(node, sql),
+            node,
         )
 
 
@@ -301,17 +301,17 @@ def compile_query(
         "state_ttl", state_ttl, "SSV152", minimum_us=1, example="'7 days'"
     )
     tree = _parse(sql)
-    rewrite_retractions(tree, changelogs, materialization, sql)
+    rewrite_retractions(tree, changelogs, materialization)
     inline_ranked_ctes(tree)
-    topns = window_topns(tree, sql)
+    topns = window_topns(tree)
     found = dedups(tree, topns) if materialization == UPSERT_TABLE else []
-    _check_unsupported(tree, sql, {id(t.window) for t in topns} | {id(d.window) for d in found})
+    _check_unsupported(tree, {id(t.window) for t in topns} | {id(d.window) for d in found})
     rewrite_distinct_counts(tree)
     tvfs = list(tree.find_all(WindowTVF))
     tvfs.sort(key=lambda t: t.this.meta.get("start", 0))
-    specs = [analyse_tvf(tvf, sql, schemas) for tvf in tvfs]
-    joins = window_joins(tree, tvfs, specs, sql)
-    cls = classify(tree, tvfs, sql, {id(j.scope) for j in joins})
+    specs = [analyse_tvf(tvf, schemas) for tvf in tvfs]
+    joins = window_joins(tree, tvfs, specs)
+    cls = classify(tree, tvfs, {id(j.scope) for j in joins})
     if materialization == STREAMING_VIEW:
         if cls.kind == "updating":
             why, node = cls.updating_reason or ("the query is updating", None)
@@ -321,11 +321,11 @@ def compile_query(
                 why + "; a streaming_view only appends rows that never change",
                 "Use materialized='upsert_table' for updating results, or aggregate over a "
                 "window TVF grouped by window_start and window_end.",
-                position_of(node, sql),
+                node,
             )
-    check_joins(tree, sql, {id(j.scope) for j in joins}, dimensions)
+    check_joins(tree, {id(j.scope) for j in joins}, dimensions)
     upsert = (
-        analyse_upsert(tree, cls, found, topns, sql, unique_key, emit_early)
+        analyse_upsert(tree, cls, found, topns, unique_key, emit_early)
         if materialization == UPSERT_TABLE
         else None
     )
@@ -337,33 +337,29 @@ def compile_query(
             "a window is complete, emitted finally and dropped from state when the watermark passes "
             "its end, so the stream needs to know how late rows may arrive",
             "Set watermark_delay in the model config (e.g. watermark_delay='1 minute').",
-            position_of(
-                next(iter(cls.window_aggregates.values()), tree).args.get("group")
-                or (topns[0].window if topns else None),
-                sql,
-            ),
+            next(iter(cls.window_aggregates.values()), tree).args.get("group")
+            or (topns[0].window if topns else None),
         )
     for dedup in found:
         if dedup.limit == 1:
-            rewrite_dedup(dedup, schemas, sql)
+            rewrite_dedup(dedup, schemas)
     sources = _normalize_sources(tree)
     rewrite_tvfs(
         tvfs, specs, cls.window_aggregates, schemas, delay_us, {id(t.tvf): t for t in topns}, joins
     )
     ranked = None
     if found and found[0].limit > 1:
-        tree, rank, ranked = rewrite_rank(tree, found[0], schemas, sql)
+        tree, rank, ranked = rewrite_rank(tree, found[0], schemas)
         upsert = replace(upsert, rank_sql=_generate(rank))
     stream = None
     scope = unbounded_aggregate(
         tree,
-        sql,
         updating=upsert is not None and upsert.output_mode == UPDATE,
         constant_domain=constant_domain,
         state_ttl=ttl_us is not None,
     )
     if scope is not None:
-        stream, partials = split_aggregate(tree, scope, sql, ttl_us // 1000)
+        stream, partials = split_aggregate(tree, scope, ttl_us // 1000)
         upsert = replace(upsert, partials=partials)
     spark_sql = _generate(stream or tree)
     identity = spark_sql if upsert is None else f"{spark_sql}\n{upsert}"  # the key and mode too

@@ -8,7 +8,9 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
 from sqlglot.parsers.spark import SparkParser
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
+
+from .errors import record_positions
 
 TVF_NAMES = frozenset({"TUMBLE", "HOP", "CUMULATE", "SESSION"})
 
@@ -59,7 +61,15 @@ def _is_watermark_keyword(token: Any) -> bool:
 
 
 class SparkStreamingParser(SparkParser):
-    """Spark parser that also understands window TVFs and the WATERMARK clause."""
+    """Spark parser that also understands window TVFs and the WATERMARK clause, and records
+    where each node is in the SQL (errors.py: SqlError positions)."""
+
+    def parse(self, raw_tokens: List[Token], sql: str) -> List[Optional[exp.Expr]]:
+        trees = super().parse(raw_tokens, sql)
+        for tree in trees:
+            if tree is not None:
+                record_positions(tree, sql)
+        return trees
 
     def _tvf_ahead(self) -> bool:
         toks = self._tokens

@@ -41,7 +41,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from sqlglot import exp
 
-from .analysis import is_aggregating, position_of, table_key
+from .analysis import is_aggregating, table_key
 from .errors import SqlError
 
 BATCH_INPUT = "__dss_batch"  # the micro-batch's projected rows
@@ -91,9 +91,7 @@ def _stream_inputs(tree: exp.Expr, dimensions: Sequence[str]) -> List[exp.Table]
     return out
 
 
-def check_joins(
-    tree: exp.Expr, sql: str, window_join_scopes: Set[int], dimensions: Sequence[str]
-) -> None:
+def check_joins(tree: exp.Expr, window_join_scopes: Set[int], dimensions: Sequence[str]) -> None:
     """SSV150 on a join of two streams that is not a window join (unbounded join state);
     SSC201 if config ``dimensions`` names a relation the query does not read."""
     read = [table_key(t) for t in _stream_inputs(tree, ())]
@@ -120,12 +118,12 @@ def check_joins(
             "apply to joins)",
             "Join on a window (both sides TABLE(TUMBLE(...)), ON both window_start and window_end), or "
             "list the side that is a table in config `dimensions` (joined at each batch, no state).",
-            position_of(join, sql),
+            join,
         )
 
 
 def unbounded_aggregate(
-    tree: exp.Expr, sql: str, *, updating: bool, constant_domain: Sequence[str], state_ttl: bool
+    tree: exp.Expr, *, updating: bool, constant_domain: Sequence[str], state_ttl: bool
 ) -> Optional[exp.Select]:
     """The query's non-window aggregate whose state grows with its keys (``tree`` rewritten:
     window aggregates group by ``__w``): None if there is none or every key is declared in
@@ -156,7 +154,7 @@ def unbounded_aggregate(
         "Aggregate over a window TVF (GROUP BY window_start, window_end, ...), declare "
         f"constant_domain: [{', '.join(undeclared)}] if its values are a fixed set, or set "
         "state_ttl: '7 days' (a key idle that long is dropped and starts afresh).",
-        position_of(scope.args.get("group") or scope, sql),
+        scope.args.get("group") or scope,
     )
 
 
@@ -179,14 +177,14 @@ def _group_keys(scope: exp.Select) -> List[exp.Expr]:
     return keys
 
 
-def _unsupported(what: str, node: exp.Expr, sql: str) -> SqlError:
+def _unsupported(what: str, node: exp.Expr) -> SqlError:
     return SqlError(
         "SSV151",
         f"{what} cannot be maintained with state_ttl",
         "state_ttl keeps partial aggregates per key in Delta, which works for COUNT, SUM, MIN, MAX, "
         "AVG and COUNT(DISTINCT) over plain GROUP BY keys",
         "Rewrite with those aggregates, or drop state_ttl and declare constant_domain for the keys.",
-        position_of(node, sql),
+        node,
     )
 
 
@@ -250,20 +248,20 @@ def _same(a: exp.Expr, b: exp.Expr) -> bool:
 
 
 def split_aggregate(
-    tree: exp.Expr, scope: exp.Select, sql: str, ttl_ms: int
+    tree: exp.Expr, scope: exp.Select, ttl_ms: int
 ) -> Tuple[exp.Select, PartialsSpec]:
     """The stream (stateless) and the batch SQL that maintain ``scope``, the query's one
     non-window aggregate, from partials kept in Delta (module docstring)."""
     if scope.args.get("having") is not None or any(
         scope.args.get(a) for a in ("qualify", "windows")
     ):
-        raise _unsupported("HAVING left on the aggregate", scope, sql)
+        raise _unsupported("HAVING left on the aggregate", scope)
     group = scope.args.get("group")
     if group is not None and any(group.args.get(a) for a in ("rollup", "cube", "grouping_sets")):
-        raise _unsupported("ROLLUP, CUBE and GROUPING SETS", group, sql)
+        raise _unsupported("ROLLUP, CUBE and GROUPING SETS", group)
     keys = _group_keys(scope)
     if not keys:
-        raise _unsupported("an aggregate without GROUP BY keys", scope, sql)
+        raise _unsupported("an aggregate without GROUP BY keys", scope)
     key_cols = [f"__k{i}" for i in range(len(keys))]
     stream_cols: List[exp.Expr] = [exp.alias_(k.copy(), kc) for k, kc in zip(keys, key_cols)]
     partials: List[exp.Expr] = []
@@ -285,7 +283,7 @@ def split_aggregate(
             or agg.expressions
             or isinstance(agg.parent, exp.Filter)
         ):
-            raise _unsupported(f"aggregate {agg.sql(dialect='spark')}", agg, sql)
+            raise _unsupported(f"aggregate {agg.sql(dialect='spark')}", agg)
         j = len(partials)
         source = None
         if not isinstance(arg, exp.Star):
@@ -327,7 +325,6 @@ def split_aggregate(
             raise _unsupported(
                 f"column {stray[0].sql(dialect='spark')} (neither aggregated nor a GROUP BY key)",
                 proj,
-                sql,
             )
         outputs.append(exp.alias_(body, exp.to_identifier(name)))
 

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Tuple
 
 from sqlglot import exp
 
-from .analysis import own_nodes, position_of, window_key
+from .analysis import own_nodes, window_key
 from .dialect import WindowTVF
 from .errors import SqlError
 from .joins import JOIN_TYPES, side_bound, window_side
@@ -186,7 +186,7 @@ def _join_columns(select: exp.Select) -> Tuple[Tuple[str, ...], Optional[exp.Exp
     return tuple(names), unnamed
 
 
-def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
+def _window_topn(window: exp.Window) -> Optional[WindowTopN]:
     """The WindowTopN that ``window`` (an OVER clause) is part of, or None if not that shape."""
     alias = window.parent
     function = RANKINGS.get(type(window.this))
@@ -296,7 +296,7 @@ def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
             f"{unnamed.sql(dialect='spark')}",
             f"Name every selected column of the {what} (e.g. "
             + ("a.sales, b.buyers rather than a.*)." if joined else "SUM(price) AS price)."),
-            position_of(unnamed, sql),
+            unnamed,
         )
     return WindowTopN(
         scope,
@@ -348,11 +348,11 @@ def inline_ranked_ctes(tree: exp.Expr) -> None:
             with_.pop()
 
 
-def window_topns(tree: exp.Expr, sql: str = "") -> List[WindowTopN]:
+def window_topns(tree: exp.Expr) -> List[WindowTopN]:
     """Every window Top-N / deduplication of ``tree`` (see WindowTopN)."""
     found = []
     for window in tree.find_all(exp.Window):
-        topn = _window_topn(window, sql)
+        topn = _window_topn(window)
         if topn is not None:
             found.append(topn)
     return found
