@@ -20,11 +20,12 @@ _PARAMS = {
     "SESSION": (("DATA", "TIMECOL", "GAP"), 3),
 }
 _SIGNATURES = {
-    "TUMBLE": "TUMBLE(TABLE <table>, DESCRIPTOR(<time column>), <size interval> [, <offset interval>])",
+    "TUMBLE": "TUMBLE(TABLE <table>, DESCRIPTOR(<time column>), <size interval>"
+    " [, <offset interval>])",
     "HOP": "HOP(TABLE <table>, DESCRIPTOR(<time column>), <slide interval>, <size interval>"
     " [, <offset interval>])",
-    "CUMULATE": "CUMULATE(TABLE <table>, DESCRIPTOR(<time column>), <step interval>, <max size interval>"
-    " [, <offset interval>])",
+    "CUMULATE": "CUMULATE(TABLE <table>, DESCRIPTOR(<time column>), <step interval>,"
+    " <max size interval> [, <offset interval>])",
     "SESSION": "SESSION(TABLE <table> [PARTITION BY <column> | PARTITION BY (<column>, ...)],"
     " DESCRIPTOR(<time column>), <gap interval>)",
 }
@@ -54,7 +55,8 @@ def table_key(table: exp.Table) -> str:
 
 
 def own_nodes(scope: exp.Expr, *keys: str) -> Iterator[exp.Expr]:
-    """Nodes under ``scope`` (restricted to the args ``keys`` if given) not inside a nested query."""
+    """Nodes under ``scope`` (restricted to the args ``keys`` if given) not inside a nested
+    query."""
     roots: List[exp.Expr] = []
     if keys:
         for key in keys:
@@ -208,8 +210,10 @@ def analyse_tvf(tvf: WindowTVF, schemas: Mapping[str, Mapping[str, str]]) -> Win
         raise SqlError(
             "SSV104",
             f"unknown input table {source} for window TVF {tvf.function}",
-            "there is no Delta table by that name, and its columns are needed to check the time column",
-            "Run `dbt seed` or the upstream model first, or declare the source's `meta: {location: ...}`.",
+            "there is no Delta table by that name, and its columns are needed to check the time "
+            "column",
+            "Run `dbt seed` or the upstream model first, or declare the source's "
+            "`meta: {location: ...}`.",
             data,
         )
     columns = {c.lower(): (c, str(t)) for c, t in schemas[source].items()}
@@ -334,7 +338,8 @@ def classify(
                     "not supported yet",
                     "Spark structured streaming cannot compute exact distinct "
                     "aggregates; COUNT(DISTINCT x) is rewritten to SIZE(COLLECT_SET(x))",
-                    "Deduplicate in an upstream model, or use COUNT(DISTINCT x) / approx_count_distinct(x).",
+                    "Deduplicate in an upstream model, or use COUNT(DISTINCT x) / "
+                    "approx_count_distinct(x).",
                     node,
                 )
         aggregating = True

@@ -72,7 +72,8 @@ class QueryPlan:
         return UPDATE if self.updating and self.upsert.partials is None else "append"
 
     def partials_sql_for(self, step: str, view: str) -> str:
-        """A state_ttl step's batch SQL ('partial', 'merge' or 'final'; sql/state.py) over ``view``."""
+        """A state_ttl step's batch SQL ('partial', 'merge' or 'final'; sql/state.py) over
+        ``view``."""
         spec = self.upsert.partials
         sql, placeholder = {
             "partial": (spec.partial_sql, BATCH_INPUT),
@@ -239,10 +240,11 @@ def _check_unsupported(tree: exp.Expr, allowed: Set[int] = frozenset()) -> None:
             "window functions (OVER ...) are not supported yet",
             "Spark structured streaming cannot evaluate OVER clauses on streams; only a window "
             "Top-N is (ROW_NUMBER(), RANK() or DENSE_RANK() OVER (PARTITION BY window_start, "
-            "window_end [, keys] ORDER BY ...) AS rownum in a subquery filtered by rownum <= N, over "
-            "the rows of a TUMBLE, HOP or CUMULATE TVF, over a window aggregate of one, or over an "
-            "INNER, LEFT or RIGHT window join of two window aggregates partitioned by the window of "
-            "its left (RIGHT: right) side, in a subquery of its FROM or a CTE used only there)",
+            "window_end [, keys] ORDER BY ...) AS rownum in a subquery filtered by rownum <= N, "
+            "over the rows of a TUMBLE, HOP or CUMULATE TVF, over a window aggregate of one, or "
+            "over an INNER, LEFT or RIGHT window join of two window aggregates partitioned by the "
+            "window of its left (RIGHT: right) side, in a subquery of its FROM or a CTE used only "
+            "there)",
             "Use a window TVF aggregate (TABLE(TUMBLE(...)) grouped by window_start, "
             "window_end), a window Top-N, or compute it in a batch model.",
             node,
@@ -269,7 +271,8 @@ def _parse_duration_config(
         raise SqlError(
             code,
             f"invalid {name} {value!r}",
-            f"it must be a {'positive' if minimum_us else 'non-negative'} duration made of <number> <unit> parts",
+            f"it must be a {'positive' if minimum_us else 'non-negative'} duration made of "
+            "<number> <unit> parts",
             f"Set {name} like '1 minute', '30 seconds', '2 hours' or {example}.",
         )
     return us
@@ -334,8 +337,8 @@ def compile_query(
         raise SqlError(
             "SSV105",
             "windowed query (window aggregate, Top-N, join or SESSION) without a watermark delay",
-            "a window is complete, emitted finally and dropped from state when the watermark passes "
-            "its end, so the stream needs to know how late rows may arrive",
+            "a window is complete, emitted finally and dropped from state when the watermark "
+            "passes its end, so the stream needs to know how late rows may arrive",
             "Set watermark_delay in the model config (e.g. watermark_delay='1 minute').",
             next(iter(cls.window_aggregates.values()), tree).args.get("group")
             or (topns[0].window if topns else None),

@@ -38,7 +38,8 @@ class WindowTVF(exp.Expression):
 
 
 class PartitionedTable(exp.Expression):
-    """``TABLE t PARTITION BY k`` / ``TABLE t PARTITION BY (k1, k2)``: a SESSION TVF's DATA argument.
+    """``TABLE t PARTITION BY k`` / ``TABLE t PARTITION BY (k1, k2)``: a SESSION TVF's DATA
+    argument.
 
     ``this`` is the ``exp.Table``; ``expressions`` the partition keys as written.
     """

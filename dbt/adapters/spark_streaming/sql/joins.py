@@ -5,7 +5,8 @@ wrapped in a subquery that projects and filters its rows, or both window aggrega
 TVFs (subqueries grouping by both window bounds, FLIP-145's cumulative example)::
 
     SELECT ... FROM (SELECT * FROM TABLE(TUMBLE(TABLE l, DESCRIPTOR(ts), INTERVAL '5' MINUTES))) L
-    [INNER | LEFT | RIGHT | FULL] JOIN TABLE(TUMBLE(TABLE r, DESCRIPTOR(ts), INTERVAL '5' MINUTES)) R
+    [INNER | LEFT | RIGHT | FULL] JOIN
+      TABLE(TUMBLE(TABLE r, DESCRIPTOR(ts), INTERVAL '5' MINUTES)) R
     ON L.k = R.k AND L.window_start = R.window_start AND L.window_end = R.window_end [AND ...]
 
 Both TVFs must be the same kind with the same sizes and offset (SSV122), and the ON must equate
@@ -118,7 +119,8 @@ def window_side(node: exp.Expr) -> Optional[JoinSide]:
 
 
 def side_bound(col: exp.Expr, side: JoinSide) -> Optional[str]:
-    """'window_start' / 'window_end' if ``col`` is ``<side alias>.<that window bound of the side>``."""
+    """'window_start' / 'window_end' if ``col`` is ``<side alias>.<that window bound of the
+    side>``."""
     if not isinstance(col, exp.Column) or col.table.lower() != side.alias.lower():
         return None
     name = col.name.lower()
@@ -145,7 +147,8 @@ def conjuncts(node: Optional[exp.Expr]) -> List[exp.Expr]:
 
 
 def _bound_equality(cond: exp.Expr, sides: Tuple[JoinSide, JoinSide]) -> Optional[str]:
-    """The bound ``cond`` equates between the two sides (``L.window_end = R.window_end``), if any."""
+    """The bound ``cond`` equates between the two sides (``L.window_end = R.window_end``), if
+    any."""
     if not isinstance(cond, exp.EQ):
         return None
     for a, b in ((cond.this, cond.expression), (cond.expression, cond.this)):
@@ -163,7 +166,9 @@ def _check_same_windows(sides: Tuple[JoinSide, JoinSide], specs: Mapping[int, Wi
         sizes = (
             (spec.slide_us, spec.size_us) if spec.kind in ("hop", "cumulate") else (spec.size_us,)
         )
-        text = ", ".join(f"{n} {describe(v)}" for n, v in zip(_SIZE_NAMES[spec.kind], sizes))
+        text = ", ".join(
+            f"{n} {describe(v)}" for n, v in zip(_SIZE_NAMES[spec.kind], sizes, strict=True)
+        )
         return f"{spec.kind.upper()} ({text}" + (
             f", offset {describe(spec.offset_us)})" if spec.offset_us else ")"
         )
@@ -177,8 +182,8 @@ def _check_same_windows(sides: Tuple[JoinSide, JoinSide], specs: Mapping[int, Wi
         raise SqlError(
             "SSV122",
             "the two inputs of a window join have different windows",
-            f"rows join only within the same window, so both sides must use the same window TVF with "
-            f"the same sizes and offset. Got: {shown(right)}; Expected: {shown(left)}",
+            "rows join only within the same window, so both sides must use the same window TVF "
+            f"with the same sizes and offset. Got: {shown(right)}; Expected: {shown(left)}",
             "Use the same TVF and intervals on both sides of the join.",
             sides[1].tvf.this,
         )
@@ -193,8 +198,8 @@ def _check_on(join: exp.Join, sides: Tuple[JoinSide, JoinSide]) -> Tuple[exp.EQ,
             raise SqlError(
                 "SSV123",
                 f"column {col.sql(dialect='spark')} in the ON of a window join is not qualified",
-                "a window join's ON must say which input each column comes from: conditions on one input "
-                "decide which rows an outer join emits at once",
+                "a window join's ON must say which input each column comes from: conditions on "
+                "one input decide which rows an outer join emits at once",
                 f"Write {sides[0].alias}.{col.name} or {sides[1].alias}.{col.name}.",
                 col,
             )
@@ -209,8 +214,8 @@ def _check_on(join: exp.Join, sides: Tuple[JoinSide, JoinSide]) -> Tuple[exp.EQ,
         raise SqlError(
             "SSV107",
             f"window join does not equate {' and '.join(missing)} of its inputs",
-            "a window join joins rows of the same window only, so its ON must equate both window_start "
-            "and window_end of the two window TVFs (FLIP-145)",
+            "a window join joins rows of the same window only, so its ON must equate both "
+            "window_start and window_end of the two window TVFs (FLIP-145)",
             f"Add {' AND '.join(f'{a}.{m} = {b}.{m}' for m in missing)} to the ON.",
             on if on is not None else join,
         )
@@ -249,9 +254,10 @@ def _window_join(scope: exp.Select, specs: Mapping[int, WindowSpec]) -> Optional
         if side.tvf.function == "SESSION":
             raise _unsupported(
                 "window joins of SESSION windows are not supported",
-                "sessions of the two inputs are "
-                "formed independently, so they have no common windows to join on (Flink refuses them too)",
-                "Join TUMBLE, HOP or CUMULATE windows, or join the sessions' aggregates in a batch model.",
+                "sessions of the two inputs are formed independently, so they have no common "
+                "windows to join on (Flink refuses them too)",
+                "Join TUMBLE, HOP or CUMULATE windows, or join the sessions' aggregates in a batch "
+                "model.",
                 side.tvf.this,
             )
     if is_aggregating(scope):
@@ -265,8 +271,8 @@ def _window_join(scope: exp.Select, specs: Mapping[int, WindowSpec]) -> Optional
         rows = pair[0] if pair[1].aggregate else pair[1]
         raise _unsupported(
             "a window join of a window aggregate with the rows of a window TVF is not supported",
-            "an aggregate emits a window when the watermark closes it, and by then the other side's "
-            "rows of that window have left the join's state",
+            "an aggregate emits a window when the watermark closes it, and by then the other "
+            "side's rows of that window have left the join's state",
             "Join two window aggregates, or the rows of two window TVFs.",
             rows.node,
         )
@@ -279,7 +285,7 @@ def window_joins(
     tree: exp.Expr, tvfs: List[WindowTVF], specs: List[WindowSpec]
 ) -> List[WindowJoin]:
     """Every window join of ``tree`` (see module docstring); SqlError on a malformed one."""
-    by_tvf = {id(t): s for t, s in zip(tvfs, specs)}
+    by_tvf = {id(t): s for t, s in zip(tvfs, specs, strict=True)}
     found = []
     for scope in list(tree.find_all(exp.Select)):
         join = _window_join(scope, by_tvf)

@@ -48,9 +48,9 @@ def _refuse(upstream: str, why: str, node: Optional[exp.Expr]) -> SqlError:
         "SSV141",
         f"this query cannot consume the updates of upsert_table {upstream}",
         why,
-        f"Over {upstream}, write a GROUP BY with COUNT, SUM or AVG (maintained from its changelog, "
-        f"retractions applied); or read {upstream}_changelog as an append-only stream; or make this "
-        "a batch model.",
+        f"Over {upstream}, write a GROUP BY with COUNT, SUM or AVG (maintained from its "
+        f"changelog, retractions applied); or read {upstream}_changelog as an append-only "
+        "stream; or make this a batch model.",
         node,
     )
 
@@ -100,8 +100,8 @@ def rewrite_retractions(
             "SSV140",
             f"a streaming_view cannot read upsert_table {upstream}",
             f"{upstream}'s rows are updated and deleted, and a streaming_view only appends",
-            f"Use materialized='upsert_table' for an aggregate over it, read {upstream}_changelog, or "
-            "make this a batch model.",
+            "Use materialized='upsert_table' for an aggregate over it, read "
+            f"{upstream}_changelog, or make this a batch model.",
             table,
         )
     frm = tree.args.get("from_") if isinstance(tree, exp.Select) else None

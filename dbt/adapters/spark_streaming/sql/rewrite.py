@@ -1,4 +1,5 @@
-"""Rewrite window TVFs into Spark ``window()`` / ``session_window()`` derived tables (see package docstring)."""
+"""Rewrite window TVFs into Spark ``window()`` / ``session_window()`` derived tables (see the
+package docstring)."""
 
 from __future__ import annotations
 
@@ -308,7 +309,8 @@ def _topn_query(
 ) -> exp.Select:
     """A window Top-N as a window aggregate (grouping by ``__w``, so the watermark closes it)::
 
-        SELECT inline(transform(__top, (__r, __i) -> struct(__r.c AS c, ..., <window_*>, __i + 1 AS rownum)))
+        SELECT inline(transform(__top, (__r, __i) -> struct(__r.c AS c, ..., <window_*>,
+                                                             __i + 1 AS rownum)))
         FROM (SELECT __w [, __k], slice(array_sort(collect_list(struct(<order keys> AS __o0, ...,
                      <input columns>)), <comparator>), 1, N) AS __top
               FROM (<input>) AS t [WHERE ...] GROUP BY __w [, __k], <partition keys>)
@@ -495,11 +497,11 @@ def rewrite_tvfs(
     joins: Optional[List[WindowJoin]] = None,
 ) -> None:
     """Replace every window TVF in place by its Spark derived table."""
-    by_tvf = {id(t): s for t, s in zip(tvfs, specs)}
+    by_tvf = {id(t): s for t, s in zip(tvfs, specs, strict=True)}
     join_sides = {id(side.tvf) for j in joins or [] for side in j.sides if not side.aggregate}
     for join in joins or []:
         _rewrite_join_scope(join, by_tvf, schemas)
-    for tvf, spec in zip(tvfs, specs):
+    for tvf, spec in zip(tvfs, specs, strict=True):
         table, _ = tvf_data(tvf)
         assert table is not None  # analysis guarantees a TABLE argument
         inner = _windowed_input(spec, table, delay_us)

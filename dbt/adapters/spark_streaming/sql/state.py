@@ -1,9 +1,9 @@
 """What state a streaming query keeps, and keeping a non-window aggregate's state in Delta.
 
-**Bounds** (``check_joins``, ``unbounded_aggregate``). Spark keeps state for stateful operators. A window aggregate,
-window Top-N, window join or SESSION drops a window's state when the watermark passes its
-end: bounded. Two other shapes grow forever with their keys (seed 000, "Bounding memory
-requirements"):
+**Bounds** (``check_joins``, ``unbounded_aggregate``). Spark keeps state for stateful
+operators. A window aggregate, window Top-N, window join or SESSION drops a window's state when
+the watermark passes its end: bounded. Two other shapes grow forever with their keys (seed 000,
+"Bounding memory requirements"):
 
 - a non-window aggregate (GROUP BY, SELECT DISTINCT, deduplication), one aggregate per key;
 - a join of two streams without a window, every row of both sides.
@@ -22,7 +22,8 @@ Flink's idle state retention (seed 001)::
 
     stream         SELECT <group keys> AS __k0.., <aggregate arguments> AS __a0.. FROM ... WHERE ...
     PARTIAL_SQL    SELECT __k0.., <partial>(__a0) AS __p0.. FROM <batch> GROUP BY __k0..
-    MERGE_SQL      SELECT __k0.., <merge>(__p0) AS __p0.. FROM <batch partials + stored> GROUP BY __k0..
+    MERGE_SQL      SELECT __k0.., <merge>(__p0) AS __p0.. FROM <batch partials + stored>
+                   GROUP BY __k0..
     FINAL_SQL      the query, its aggregating SELECT reading <merged> with each aggregate
                    replaced by <final>(__p0..) and each group key by __k0..
 
@@ -104,7 +105,8 @@ def check_joins(tree: exp.Expr, window_join_scopes: Set[int], dimensions: Sequen
             "invalid config `dimensions`",
             f"Got: {unknown!r} / Expected: names of relations the model's SQL reads: "
             + ", ".join(dict.fromkeys(read)),
-            "Set `dimensions` in the model's config() to the model or source names it joins as tables.",
+            "Set `dimensions` in the model's config() to the model or source names it joins as "
+            "tables.",
         )
     if len(_stream_inputs(tree, dimensions)) < 2:
         return
@@ -116,8 +118,9 @@ def check_joins(tree: exp.Expr, window_join_scopes: Set[int], dimensions: Sequen
             "a join of two streams without a window keeps unbounded state",
             "Spark keeps every row of both sides forever, waiting for matches (state_ttl does not "
             "apply to joins)",
-            "Join on a window (both sides TABLE(TUMBLE(...)), ON both window_start and window_end), or "
-            "list the side that is a table in config `dimensions` (joined at each batch, no state).",
+            "Join on a window (both sides TABLE(TUMBLE(...)), ON both window_start and "
+            "window_end), or list the side that is a table in config `dimensions` (joined at each "
+            "batch, no state).",
             join,
         )
 
@@ -150,7 +153,8 @@ def unbounded_aggregate(
     raise SqlError(
         "SSV150",
         f"{what} without a window keeps unbounded state",
-        f"Spark keeps one aggregate per {', '.join(undeclared) or 'key'} forever, and new values keep coming",
+        f"Spark keeps one aggregate per {', '.join(undeclared) or 'key'} forever, and new values "
+        "keep coming",
         "Aggregate over a window TVF (GROUP BY window_start, window_end, ...), declare "
         f"constant_domain: [{', '.join(undeclared)}] if its values are a fixed set, or set "
         "state_ttl: '7 days' (a key idle that long is dropped and starts afresh).",
@@ -181,9 +185,10 @@ def _unsupported(what: str, node: exp.Expr) -> SqlError:
     return SqlError(
         "SSV151",
         f"{what} cannot be maintained with state_ttl",
-        "state_ttl keeps partial aggregates per key in Delta, which works for COUNT, SUM, MIN, MAX, "
-        "AVG and COUNT(DISTINCT) over plain GROUP BY keys",
-        "Rewrite with those aggregates, or drop state_ttl and declare constant_domain for the keys.",
+        "state_ttl keeps partial aggregates per key in Delta, which works for COUNT, SUM, MIN, "
+        "MAX, AVG and COUNT(DISTINCT) over plain GROUP BY keys",
+        "Rewrite with those aggregates, or drop state_ttl and declare constant_domain for the "
+        "keys.",
         node,
     )
 
@@ -263,7 +268,9 @@ def split_aggregate(
     if not keys:
         raise _unsupported("an aggregate without GROUP BY keys", scope)
     key_cols = [f"__k{i}" for i in range(len(keys))]
-    stream_cols: List[exp.Expr] = [exp.alias_(k.copy(), kc) for k, kc in zip(keys, key_cols)]
+    stream_cols: List[exp.Expr] = [
+        exp.alias_(k.copy(), kc) for k, kc in zip(keys, key_cols, strict=True)
+    ]
     partials: List[exp.Expr] = []
     merges: List[exp.Expr] = []
 
@@ -311,7 +318,7 @@ def split_aggregate(
             )  # as rewrite_distinct_counts writes it
         if isinstance(node, exp.AggFunc):
             return final_of(node)
-        for k, kc in zip(keys, key_cols):
+        for k, kc in zip(keys, key_cols, strict=True):
             if not isinstance(node, (exp.Alias, exp.Star)) and _same(node, k):
                 return _col(kc)
         return node

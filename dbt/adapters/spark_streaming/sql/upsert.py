@@ -353,7 +353,8 @@ def analyse_upsert(
             "SSV132",
             "emit early applies to window aggregates only",
             "emit: {early: true} refines the rows of open windows until they close",
-            "Remove `emit` from the config, or group by window_start and window_end of a window TVF.",
+            "Remove `emit` from the config, or group by window_start and window_end of a window "
+            "TVF.",
             top,
         )
     if found:
