@@ -585,6 +585,18 @@ def test_session_key_error_position():
     assert info.value.position == (4, 36)  # the offending key
 
 
+def test_session_partition_by_without_key():
+    """``PARTITION BY`` with no key is a syntax error (it raised AttributeError)."""
+    sql = (
+        "SELECT * FROM TABLE(SESSION(TABLE analytics.bids PARTITION BY , DESCRIPTOR(bidtime), "
+        "INTERVAL '1' MINUTE))"
+    )
+    with pytest.raises(SqlError) as info:
+        compile_query(sql, schemas=SCHEMAS, watermark_delay="1 minute")
+    assert info.value.code == "SSV101"
+    assert info.value.position == (1, sql.index(", DESCRIPTOR") + 1)
+
+
 @pytest.mark.parametrize(
     "tvf",
     [

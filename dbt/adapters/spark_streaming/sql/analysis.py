@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Mapping, Optional, Set, Tuple
+from typing import AbstractSet, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from sqlglot import exp
 
@@ -136,7 +136,7 @@ def _sizes(tvf: WindowTVF, bound: Dict[str, exp.Expr]) -> Tuple[int, int, int]:
     step_name = {"HOP": "SLIDE", "CUMULATE": "STEP"}.get(tvf.function)
     slide = _interval(tvf, bound, step_name) if step_name else size
     offset = _interval(tvf, bound, "OFFSET") if "OFFSET" in bound else 0
-    if size % slide:
+    if step_name and size % slide:  # (without a step, slide is size)
         raise _bad_args(
             tvf,
             f"{tvf.function} size ({describe(size)}) must be a whole multiple of "
@@ -301,7 +301,7 @@ class Classification:
 
 
 def classify(
-    tree: exp.Expr, tvfs: List[WindowTVF], join_scopes: Set[int] = frozenset()
+    tree: exp.Expr, tvfs: List[WindowTVF], join_scopes: AbstractSet[int] = frozenset()
 ) -> Classification:
     """Find window aggregates (SSV107 on half-grouped windows) and decide append vs updating.
 
@@ -347,7 +347,7 @@ def classify(
         keys = set()
         if scope_tvfs and group:
             keys = {window_key(g, scope_tvfs[0]) for g in group.expressions} - {None}
-        if "window_start" in keys and "window_end" in keys:
+        if group and "window_start" in keys and "window_end" in keys:
             if scope_tvfs[0].function == "SESSION":
                 _check_session_keys(scope_tvfs[0], group)
             window_aggs[id(scope_tvfs[0])] = select

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from typing import List, Mapping, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, List, Mapping, Optional, Sequence, Set, Tuple
 
 import sqlglot
 from sqlglot import exp
@@ -69,12 +69,15 @@ class QueryPlan:
     def output_mode(self) -> str:
         """Spark's output mode: 'update' for updating upsert_table queries whose state Spark keeps,
         else 'append' (the stream of a query with partials in Delta only projects)."""
-        return UPDATE if self.updating and self.upsert.partials is None else "append"
+        upsert = self.upsert
+        return UPDATE if self.updating and upsert and upsert.partials is None else "append"
 
     def partials_sql_for(self, step: str, view: str) -> str:
         """A state_ttl step's batch SQL ('partial', 'merge' or 'final'; sql/state.py) over
         ``view``."""
-        spec = self.upsert.partials
+        spec = self.upsert.partials if self.upsert is not None else None
+        if spec is None:
+            raise ValueError("the query keeps no partials in Delta (no state_ttl)")
         sql, placeholder = {
             "partial": (spec.partial_sql, BATCH_INPUT),
             "merge": (spec.merge_sql, PARTIALS_INPUT),
@@ -100,8 +103,9 @@ class QueryPlan:
             return _generate(self._bound(bindings, self._oracle))
         updating = self.updating
         tree = oracle.emitted(self._bound(bindings), watermark_us, closed=not updating)
-        if updating and self.upsert.keep_column:
-            tree = oracle.kept(tree, self.upsert.keep_column)
+        keep = self.upsert.keep_column if self.upsert is not None else None
+        if updating and keep:
+            tree = oracle.kept(tree, keep)
         return _generate(tree)
 
     def late_rows_sql(self, bindings: Mapping[str, str]) -> List[str]:
@@ -111,7 +115,10 @@ class QueryPlan:
 
     def rank_sql_for(self, view: str) -> str:
         """A Top-N's re-ranking query (sql/upsert.py rewrite_rank) over the view ``view``."""
-        return _generate(self._bound({RANK_INPUT: view}, _parse(self.upsert.rank_sql)))
+        rank_sql = self.upsert.rank_sql if self.upsert is not None else None
+        if rank_sql is None:
+            raise ValueError("the query is not a Top-N without a window")
+        return _generate(self._bound({RANK_INPUT: view}, _parse(rank_sql)))
 
     def _bound(self, bindings: Mapping[str, str], tree: Optional[exp.Expr] = None) -> exp.Expr:
         tree = (
@@ -209,7 +216,7 @@ def _normalize_sources(tree: exp.Expr) -> Tuple[str, ...]:
     return tuple(seen)
 
 
-def _check_unsupported(tree: exp.Expr, allowed: Set[int] = frozenset()) -> None:
+def _check_unsupported(tree: exp.Expr, allowed: AbstractSet[int] = frozenset()) -> None:
     for arg, label in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
         node = tree.args.get(arg)
         if node is not None:
@@ -350,8 +357,9 @@ def compile_query(
     rewrite_tvfs(
         tvfs, specs, cls.window_aggregates, schemas, delay_us, {id(t.tvf): t for t in topns}, joins
     )
-    ranked = None
-    if found and found[0].limit > 1:
+    ranked: Optional[exp.Expr] = None
+    if found and found[0].limit != 1:  # a Top-N (analyse_upsert refused a dedup without limit)
+        assert upsert is not None
         tree, rank, ranked = rewrite_rank(tree, found[0], schemas)
         upsert = replace(upsert, rank_sql=_generate(rank))
     stream = None
@@ -362,6 +370,7 @@ def compile_query(
         state_ttl=ttl_us is not None,
     )
     if scope is not None:
+        assert ttl_us is not None and upsert is not None  # (a scope is returned only then)
         stream, partials = split_aggregate(tree, scope, ttl_us // 1000)
         upsert = replace(upsert, partials=partials)
     spark_sql = _generate(stream or tree)

@@ -114,7 +114,8 @@ class SparkStreamingParser(SparkParser):
                     keys = self._parse_csv(self._parse_assignment)
                     self._match_r_paren()
                 else:
-                    keys = [self._parse_assignment()]
+                    key = self._parse_assignment()
+                    keys = [key] if key is not None else []  # none: PartitionedTable refuses it
                 value = self.expression(PartitionedTable(this=value, expressions=keys))
         else:
             value = self._parse_assignment()

@@ -146,11 +146,9 @@ def conjuncts(node: Optional[exp.Expr]) -> List[exp.Expr]:
     return [node]
 
 
-def _bound_equality(cond: exp.Expr, sides: Tuple[JoinSide, JoinSide]) -> Optional[str]:
+def _bound_equality(cond: exp.EQ, sides: Tuple[JoinSide, JoinSide]) -> Optional[str]:
     """The bound ``cond`` equates between the two sides (``L.window_end = R.window_end``), if
     any."""
-    if not isinstance(cond, exp.EQ):
-        return None
     for a, b in ((cond.this, cond.expression), (cond.expression, cond.this)):
         left, right = side_bound(a, sides[0]), side_bound(b, sides[1])
         if left is not None and left == right:
@@ -205,6 +203,8 @@ def _check_on(join: exp.Join, sides: Tuple[JoinSide, JoinSide]) -> Tuple[exp.EQ,
             )
     found: Dict[str, exp.EQ] = {}
     for cond in conjuncts(on):
+        if not isinstance(cond, exp.EQ):
+            continue
         bound = _bound_equality(cond, sides)
         if bound is not None:
             found.setdefault(bound, cond)
@@ -249,7 +249,9 @@ def _window_join(scope: exp.Select, specs: Mapping[int, WindowSpec]) -> Optional
             "Use [INNER | LEFT | RIGHT | FULL] JOIN ... ON ....",
             join,
         )
-    pair = (sides[0], sides[1])
+    left, right = sides
+    assert left is not None and right is not None  # two inputs, at least two of them sides
+    pair = (left, right)
     for side in pair:
         if side.tvf.function == "SESSION":
             raise _unsupported(

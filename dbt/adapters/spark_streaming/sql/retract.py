@@ -104,8 +104,14 @@ def rewrite_retractions(
             f"{upstream}_changelog, or make this a batch model.",
             table,
         )
-    frm = tree.args.get("from_") if isinstance(tree, exp.Select) else None
-    if frm is None or frm.this is not table or tree.args.get("joins") or len(inputs) > 1:
+    frm = tree.args.get("from_")
+    if (
+        not isinstance(tree, exp.Select)
+        or frm is None
+        or frm.this is not table
+        or tree.args.get("joins")
+        or len(inputs) > 1
+    ):
         raise _refuse(
             upstream,
             "only a GROUP BY reading it directly in its FROM (no joins, subqueries or "

@@ -390,6 +390,13 @@ def rewrite_distinct_counts(tree: exp.Expr) -> None:
             count.replace(exp.Anonymous(this="size", expressions=[values]))
 
 
+def _subquery_alias(select: exp.Select) -> Optional[exp.TableAlias]:
+    """The alias of the subquery ``select`` is the body of (a Top-N reads its input from one)."""
+    subquery = select.parent
+    assert subquery is not None
+    return subquery.args.get("alias")
+
+
 def _join_keys(spec: WindowSpec) -> List[str]:
     """What a window join side carries for the join condition in place of its window bounds."""
     return [WINDOW_STRUCT, STEP_INDEX] if spec.kind == "cumulate" else [WINDOW_STRUCT]
@@ -402,7 +409,7 @@ def _join_side_table(inner: exp.Select, columns: List[str], spec: WindowSpec) ->
     zero = exp.Interval(this=exp.Literal.string("0"), unit=exp.var("SECOND"))
     projections: List[exp.Expr] = []
     for c in columns:
-        col = exp.column(exp.to_identifier(c))
+        col: exp.Expr = exp.column(exp.to_identifier(c))
         if c == spec.time_column:
             col = exp.alias_(exp.Add(this=col, expression=zero), exp.to_identifier(c))
         projections.append(col)
@@ -525,11 +532,10 @@ def rewrite_tvfs(
             derived = exp.Subquery(this=_projection_table(inner, columns, spec), alias=alias)
         tvf.replace(derived)
         if topn is not None:  # a Top-N over this window aggregate: rank its rows by __w [, __k]
-            assert scope is topn.aggregate
-            source = scope.parent
+            assert scope is not None and scope is topn.aggregate
             scope.set("expressions", [*scope.expressions, *_group_keys(spec)])
             topn.scope.replace(
-                _topn_query(topn, scope, source.args.get("alias"), list(topn.columns), spec)
+                _topn_query(topn, scope, _subquery_alias(scope), list(topn.columns), spec)
             )
     for topn in (topns or {}).values():
         if topn.join_side is None:
@@ -540,7 +546,7 @@ def rewrite_tvfs(
         # the micro-batch in which the aggregates close it.
         spec = by_tvf[id(topn.tvf)]
         join_scope = topn.aggregate
-        source = join_scope.parent
+        assert join_scope is not None  # the window join's SELECT
         join_scope.set(
             "expressions",
             [
@@ -549,5 +555,5 @@ def rewrite_tvfs(
             ],
         )
         topn.scope.replace(
-            _topn_query(topn, join_scope, source.args.get("alias"), list(topn.columns), spec)
+            _topn_query(topn, join_scope, _subquery_alias(join_scope), list(topn.columns), spec)
         )

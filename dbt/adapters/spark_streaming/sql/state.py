@@ -197,7 +197,7 @@ def _col(name: str) -> exp.Column:
     return exp.column(exp.to_identifier(name))
 
 
-def _fn(cls: type, arg: exp.Expr) -> exp.Expr:
+def _fn(cls: type, arg: Optional[exp.Expr]) -> exp.Expr:
     return cls(this=arg)
 
 
@@ -371,10 +371,15 @@ def _path(tree: exp.Expr, node: exp.Expr) -> List[Callable[[exp.Expr], exp.Expr]
     """Steps that lead from ``tree`` to ``node`` in a copy of ``tree``."""
     steps = []
     while node is not tree:
-        parent, key, index = node.parent, node.arg_key, node.index
-        if index is None:
-            steps.append(lambda t, k=key: t.args[k])
-        else:
-            steps.append(lambda t, k=key, i=index: t.args[k][i])
+        parent, key = node.parent, node.arg_key
+        assert parent is not None and key is not None  # ``node`` is inside ``tree``
+        steps.append(_step(key, node.index))
         node = parent
     return list(reversed(steps))
+
+
+def _step(key: str, index: Optional[int]) -> Callable[[exp.Expr], exp.Expr]:
+    """The child ``args[key]`` (``args[key][index]`` in a list) of an expression."""
+    if index is None:
+        return lambda t: t.args[key]
+    return lambda t: t.args[key][index]

@@ -193,8 +193,8 @@ def rewrite_dedup(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]]) -> Non
 
 
 def rewrite_rank(
-    tree: exp.Select, dedup: Dedup, schemas: Mapping[str, Mapping[str, str]]
-) -> Tuple[exp.Select, exp.Select, exp.Select]:
+    tree: exp.Expr, dedup: Dedup, schemas: Mapping[str, Mapping[str, str]]
+) -> Tuple[exp.Select, exp.Expr, exp.Expr]:
     """A Top-N without a window, ``SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k
     ORDER BY o) AS rn FROM t WHERE ...) WHERE rn <= N``, as (stream, rank, oracle) queries:
 
@@ -330,7 +330,7 @@ def analyse_upsert(
                 "the table keeps the ranked rows whole, to re-rank them with new rows",
                 top.expressions[0],
             )
-        if dedup.scope.parent.parent.parent is not top:
+        if dedup.scope.find_ancestor(exp.Select) is not top:  # its subquery's SELECT
             raise _unsupported(
                 "a deduplication or Top-N nested below the top-level SELECT",
                 "its result is updating, and the operations over it would need retractions",
@@ -359,9 +359,8 @@ def analyse_upsert(
         )
     if found:
         dedup = found[0]
-        if (
-            dedup.limit > 1
-        ):  # Top-N: a row per partition key and rank (always: the sink re-ranks by it)
+        assert dedup.limit is not None  # refused above
+        if dedup.limit > 1:  # Top-N: a row per partition key and rank (always: the sink re-ranks)
             return UpsertSpec(
                 _keys(top, [*dedup.keys, exp.column(dedup.rownum)], "Top-N key"), APPEND
             )
@@ -372,7 +371,11 @@ def analyse_upsert(
             group is None and top.args.get("distinct") and not given
         ):  # SELECT DISTINCT: every column
             given = tuple(p.alias_or_name for p in top.expressions)
-        if group is None and not given:
+        if given:
+            keys = given
+        elif group is not None:
+            keys = _keys(top, group.expressions, "GROUP BY key")
+        else:
             raise SqlError(
                 "SSV130",
                 "cannot infer the unique_key of the upsert_table: the aggregate has no GROUP BY",
@@ -380,7 +383,6 @@ def analyse_upsert(
                 "Group by a key, or set config unique_key=[...].",
                 top,
             )
-        keys = given or _keys(top, group.expressions, "GROUP BY key")
         if id(top) in window_aggs and not early:
             return UpsertSpec(keys, APPEND)
         keep = None
@@ -395,7 +397,7 @@ def analyse_upsert(
         raise _unsupported(
             "this updating query shape is not supported by upsert_table yet", why, node
         )
-    topn = next((t for t in topns if t.scope.parent.parent.parent is top), None)
+    topn = next((t for t in topns if t.scope.find_ancestor(exp.Select) is top), None)
     if topn is not None and not given and topn.function != "row_number":
         raise SqlError(
             "SSV130",
@@ -408,13 +410,13 @@ def analyse_upsert(
             topn.window,
         )
     if topn is not None and not given:  # a window Top-N: a row per window, partition key and rank
-        keys = [
+        key_columns = [
             exp.column("window_start"),
             exp.column("window_end"),
             *topn.keys,
             exp.column(topn.rownum),
         ]
-        given = _keys(top, keys, "window Top-N key")
+        given = _keys(top, key_columns, "window Top-N key")
     if not given:
         raise SqlError(
             "SSV130",
