@@ -1,8 +1,8 @@
 """Structured, user-facing errors raised by the SQL front-end, and where in the model SQL they are.
 
-The parser (dialect.py) records on every node that starts a token its (line, column) in the
-model SQL (``record_positions``); a ``SqlError`` raised on a node reports the position of the
-node's first token. Nothing else needs the SQL text to say where an error is.
+The parser (dialect.py) stores on each node that carries a token's offset the (line, column) of
+that token in the model SQL (``record_positions``); a ``SqlError`` raised on a node reports the
+position of the node's first token. Nothing else needs the SQL text to say where an error is.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ class SqlError(Exception):
     """A model-SQL problem with a stable code and a what / why / fix message.
 
     ``node`` is where in the parsed model SQL the problem is (None if nowhere in particular);
-    ``position`` is the (line, column) of its first token, or ``position`` as given for errors
-    found before there is a tree (a parse error). ``str(e)`` is
+    ``position`` is the (line, column) of the node's first token, or, for a parse error (there
+    is no tree yet), the ``position`` given. ``str(e)`` is
     ``"[dbt-spark-streaming CODE] what: why. fix"`` followed by ``" (line L, column C)"`` when
     the position is known.
     """
