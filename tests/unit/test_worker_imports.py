@@ -9,8 +9,8 @@ import sys
 def test_the_delta_source_imports_neither_dbt_nor_sqlglot():
     code = (
         "import sys, dbt.adapters.spark_streaming.delta.source as s; "
-        "print(s.FORMAT, sorted(m for m in sys.modules if m.startswith(('dbt.adapters.base', 'dbt_common', "
-        "'sqlglot', 'dbt.adapters.spark_streaming.sql'))))"
+        "print(s.FORMAT, sorted(m for m in sys.modules if m.startswith(('dbt.adapters.base', "
+        "'dbt_common', 'sqlglot', 'dbt.adapters.spark_streaming.sql'))))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
@@ -19,7 +19,10 @@ def test_the_delta_source_imports_neither_dbt_nor_sqlglot():
 
 
 def test_dbt_still_finds_the_plugin():
-    code = "import dbt.adapters.spark_streaming as p; print(p.Plugin.adapter.__name__, p.Plugin.credentials.__name__)"
+    code = (
+        "import dbt.adapters.spark_streaming as p; print(p.Plugin.adapter.__name__, "
+        "p.Plugin.credentials.__name__)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
