@@ -88,6 +88,66 @@ class TestMicroBatchFilesFromTasks:
         assert json.loads(files[0]["stats"])["minValues"]["item"] == "G"
 
 
+TABLE = """
+{{ config(materialized='table') }}
+SELECT item, price{{ var('extra', '') }} FROM {{ source('feed', 'bids') }}
+"""
+APPEND = """
+{{ config(materialized='incremental') }}
+SELECT item, price FROM {{ source('feed', 'bids') }}
+{% if is_incremental() %} WHERE item > (SELECT MAX(item) FROM {{ this }}) {% endif %}
+"""
+
+
+def log(path: str, version: int) -> list[str]:
+    """The kinds of actions of one commit: add, remove, metaData, ..."""
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as fh:
+        return sorted(k for a in map(json.loads, fh) for k in a if k != "commitInfo")
+
+
+class TestBatchWritesFromTasks:
+    """`table` and incremental `append` models: Spark tasks write the files, one commit each."""
+
+    @pytest.fixture(scope="class")
+    def location(self, tmp_path_factory):
+        path = str(tmp_path_factory.mktemp("feed") / "bids")
+        for bids in VERSIONS:
+            append_bids(path, bids)
+        return path
+
+    @pytest.fixture(scope="class")
+    def models(self, location):
+        return {"sources.yml": SOURCES_YML % location, "snap.sql": TABLE, "inc.sql": APPEND}
+
+    def test_rebuilds_and_appends(self, project, location):
+        run_dbt(["run"])
+        snap, inc = table_path(project, "snap"), table_path(project, "inc")
+        everything = sorted((item, float(price)) for v in VERSIONS for _, price, item in v)
+        assert rows(snap) == rows(inc) == everything
+        files = added(snap, 0)
+        tasks = sorted(f["path"].split("-")[2] for f in files)  # part-<write>-<task>-<uuid>
+        assert tasks == ["00000", "00001", "00002", "00003"]
+        table_id = DeltaTable(snap).metadata().id
+
+        # the same columns: one overwrite commit (removes + adds), same table
+        run_dbt(["run", "-s", "snap"])
+        assert DeltaTable(snap).version() == 1 and log(snap, 1).count("remove") == 4
+        assert "metaData" not in log(snap, 1) and DeltaTable(snap).metadata().id == table_id
+        assert rows(snap) == everything
+        # another column: one commit replaces schema and files
+        run_dbt(["run", "-s", "snap", "--vars", "{extra: ', 1 AS one'}"])
+        assert DeltaTable(snap).version() == 2 and "metaData" in log(snap, 2)
+        assert rows(snap) == [(item, price, 1) for item, price in everything]
+        assert len(DeltaTable(snap).file_uris()) == 4
+
+        for bids in LATER:
+            append_bids(location, bids)
+        run_dbt(["run", "-s", "inc"])
+        assert DeltaTable(inc).version() == 1 and log(inc, 1) == ["add", "add"]  # G, H: 2 tasks
+        later = sorted((item, float(price)) for v in LATER for _, price, item in v)
+        assert rows(inc) == sorted(everything + later)
+
+
 STATELESS = """
 {{ config(materialized='streaming_view') }}
 SELECT ts, item, price FROM {{ source('feed', 'events') }}
