@@ -27,3 +27,17 @@ def test_dbt_still_finds_the_plugin():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["SparkStreamingAdapter", "SparkStreamingCredentials"]
+
+
+def test_the_file_writer_imports_neither_dbt_nor_deltalake():
+    """Each task of a write unpickles delta/writer.py's FileWriter in a Python worker."""
+    code = (
+        "import sys, dbt.adapters.spark_streaming.delta.writer as w; "
+        "print(w.FILES_SCHEMA.split()[0], sorted(m for m in sys.modules if m.startswith(("
+        "'dbt.adapters.base', 'dbt_common', 'sqlglot', 'deltalake', "
+        "'dbt.adapters.spark_streaming.sql'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["path", "[]"]
