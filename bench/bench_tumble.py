@@ -1,4 +1,5 @@
-"""Benchmark: a dbt `streaming_view` (10-minute TUMBLE aggregate) vs. the same job hand-written in PySpark.
+"""Benchmark: a dbt `streaming_view` (10-minute TUMBLE aggregate) vs. the same job \
+hand-written in PySpark.
 
 What it measures
   * ours:     `dbt run` of model bids_per_10min (materialized='streaming_view'), invoked in-process
@@ -48,12 +49,18 @@ FROM TABLE(TUMBLE(TABLE {{ source('bench','bids') }}, DESCRIPTOR(bidtime), INTER
 GROUP BY window_start, window_end, item
 """
 FILES = {
-    "dbt_project.yml": "name: bench_tumble\nversion: '1.0'\nconfig-version: 2\nprofile: bench_tumble\n",
+    "dbt_project.yml": (
+        "name: bench_tumble\nversion: '1.0'\nconfig-version: 2\nprofile: bench_tumble\n"
+    ),
     "profiles.yml": (
         "bench_tumble:\n  target: local\n  outputs:\n    local:\n      type: spark_streaming\n"
-        f"      method: session\n      schema: bench\n      warehouse_path: {WAREHOUSE}\n      threads: 1\n"
+        "      method: session\n      schema: bench\n"
+        f"      warehouse_path: {WAREHOUSE}\n      threads: 1\n"
     ),
-    "models/sources.yml": "version: 2\nsources:\n  - name: bench\n    schema: bench\n    tables:\n      - name: bids\n",
+    "models/sources.yml": (
+        "version: 2\nsources:\n  - name: bench\n    schema: bench\n"
+        "    tables:\n      - name: bids\n"
+    ),
     "models/bids_per_10min.sql": MODEL,
 }
 
@@ -152,7 +159,8 @@ def check_same() -> int:
     if len(ours) != len(base) or not ours.equals(base):
         diff = ours.merge(base, how="outer", indicator=True).query("_merge != 'both'")
         sys.exit(
-            f"FAIL: outputs differ: ours {len(ours)} rows, baseline {len(base)} rows\n{diff.head(20)}"
+            f"FAIL: outputs differ: ours {len(ours)} rows, baseline {len(base)} rows\n"
+            f"{diff.head(20)}"
         )
     if not len(ours):
         sys.exit("FAIL: both outputs are empty")
@@ -266,25 +274,29 @@ def main() -> None:
     mib = 2**20
     print(
         f"\nbench_tumble: {args.events:,} events in {args.versions} Delta versions "
-        f"(generated in {gen_s:.1f}s), {rows:,} output rows, identical in both; {args.repeat} repeat(s)"
+        f"(generated in {gen_s:.1f}s), {rows:,} output rows, identical in both; "
+        f"{args.repeat} repeat(s)"
     )
     print(f"{'':10} {'best s':>8} {'events/s':>11} {'median s':>9}   all runs (s)")
     for name, best, median, runs in (("ours", o, om, ours), ("baseline", b, bm, base)):
         print(
-            f"{name:10} {best:8.2f} {args.events / best:11,.0f} {median:9.2f}   {' '.join(f'{x:.2f}' for x in runs)}"
+            f"{name:10} {best:8.2f} {args.events / best:11,.0f} {median:9.2f}   "
+            f"{' '.join(f'{x:.2f}' for x in runs)}"
         )
     overhead = (o / b - 1) * 100
     print(
-        f"ratio ours/baseline {o / b:.3f} (best), {om / bm:.3f} (median); overhead {overhead:+.1f}% "
+        f"ratio ours/baseline {o / b:.3f} (best), {om / bm:.3f} (median); "
+        f"overhead {overhead:+.1f}% "
         f"({'OK' if overhead <= 15 else 'ABOVE'} target <= 15%)"
     )
-    dbt_s = statistics.median(w - x for w, x in zip(ours, adapter))
+    dbt_s = statistics.median(w - x for w, x in zip(ours, adapter, strict=True))
     print(
         f"  of ours (median): adapter run_streaming_model {statistics.median(adapter):.2f}s, "
         f"dbt around it {dbt_s:.2f}s"
     )
     print(
-        f"memory peaks: JVM RSS {poller.jvm_peak / mib:,.0f} MiB, JVM heap {heap_peak / mib:,.0f} MiB "
+        f"memory peaks: JVM RSS {poller.jvm_peak / mib:,.0f} MiB, "
+        f"JVM heap {heap_peak / mib:,.0f} MiB "
         f"of max {heap_max / mib:,.0f} MiB (spark.driver.memory={driver_mem}: "
         f"{'within' if heap_peak <= heap_max else 'EXCEEDED'}), Python workers RSS "
         f"{poller.workers_peak / mib:,.0f} MiB, Python driver RSS {driver_rss / mib:,.0f} MiB"

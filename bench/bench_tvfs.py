@@ -32,27 +32,53 @@ B = "{{ source('bench','bids') }}"
 CONFIG = "{{ config(materialized='streaming_view', watermark_delay='1 minute') }}\n"
 TUMBLE = f"TABLE(TUMBLE(TABLE {B}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))"
 MODELS = {
-    "tumble": f"SELECT window_start, window_end, item, SUM(price) AS total, COUNT(*) AS n FROM {TUMBLE} "
-    "GROUP BY window_start, window_end, item",
-    "hop": f"SELECT window_start, window_end, item, SUM(price) AS total FROM TABLE(HOP(TABLE {B}, "
-    "DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, item",
-    "cumulate": f"SELECT window_start, window_end, item, SUM(price) AS total FROM TABLE(CUMULATE(TABLE {B}, "
-    "DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, item",
-    "session": f"SELECT window_start, window_end, item, SUM(price) AS total FROM TABLE(SESSION(TABLE {B} "
-    "PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '10' SECONDS)) GROUP BY window_start, window_end, item",
-    "tumble_rows": f"SELECT bidtime, price, item, window_start, window_end FROM {TUMBLE} WHERE price > 50",
-    "top3": f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, item ORDER BY "
-    f"price DESC) AS rownum FROM {TUMBLE}) WHERE rownum <= 3",
-    "dedup_first": f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, item "
-    f"ORDER BY bidtime) AS rownum FROM {TUMBLE}) WHERE rownum = 1",
+    "tumble": (
+        "SELECT window_start, window_end, item, SUM(price) AS total, COUNT(*) AS n "
+        f"FROM {TUMBLE} "
+        "GROUP BY window_start, window_end, item"
+    ),
+    "hop": (
+        f"SELECT window_start, window_end, item, SUM(price) AS total FROM TABLE(HOP(TABLE {B}, "
+        "DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)) "
+        "GROUP BY window_start, window_end, item"
+    ),
+    "cumulate": (
+        "SELECT window_start, window_end, item, SUM(price) AS total "
+        f"FROM TABLE(CUMULATE(TABLE {B}, "
+        "DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES)) "
+        "GROUP BY window_start, window_end, item"
+    ),
+    "session": (
+        "SELECT window_start, window_end, item, SUM(price) AS total "
+        f"FROM TABLE(SESSION(TABLE {B} "
+        "PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '10' SECONDS)) "
+        "GROUP BY window_start, window_end, item"
+    ),
+    "tumble_rows": (
+        f"SELECT bidtime, price, item, window_start, window_end FROM {TUMBLE} WHERE price > 50"
+    ),
+    "top3": (
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER "
+        "(PARTITION BY window_start, window_end, item ORDER BY "
+        f"price DESC) AS rownum FROM {TUMBLE}) WHERE rownum <= 3"
+    ),
+    "dedup_first": (
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER "
+        "(PARTITION BY window_start, window_end, item "
+        f"ORDER BY bidtime) AS rownum FROM {TUMBLE}) WHERE rownum = 1"
+    ),
 }
 # The window join (a self-join of bids per item and window) is opt-in (--with-join): Spark's
 # stream-stream join keeps every row of open windows on both sides, and on 2M events it took
 # ~325 s where the TUMBLE aggregate takes ~10 s (one run each, on a loaded machine).
 JOIN = {
-    "join": f"SELECT L.item, L.price AS l_price, R.price AS r_price, L.window_start, L.window_end FROM {TUMBLE} L "
-    f"JOIN {TUMBLE} R ON L.item = R.item AND L.window_start = R.window_start AND L.window_end = R.window_end "
-    "AND L.bidtime < R.bidtime AND R.bidtime < L.bidtime + INTERVAL '2' SECONDS",
+    "join": (
+        "SELECT L.item, L.price AS l_price, R.price AS r_price, L.window_start, L.window_end "
+        f"FROM {TUMBLE} L "
+        f"JOIN {TUMBLE} R ON L.item = R.item AND L.window_start = R.window_start "
+        "AND L.window_end = R.window_end "
+        "AND L.bidtime < R.bidtime AND R.bidtime < L.bidtime + INTERVAL '2' SECONDS"
+    ),
 }
 
 
@@ -101,7 +127,8 @@ def throughput(events: int, versions: int, repeat: int) -> None:
                 )
     base = statistics.median(times["tumble"])
     print(
-        f"throughput: {events:,} events in {versions} versions, one dbt run each, medians of {repeat}:"
+        f"throughput: {events:,} events in {versions} versions, one dbt run each, "
+        f"medians of {repeat}:"
     )
     print(f"  {'model':<12} {'seconds':>8} {'events/s':>10} {'ratio to TUMBLE':>16}")
     for name in MODELS:
@@ -119,7 +146,8 @@ def state(events: int, versions: int) -> None:
 
     bt.write_events(events, versions, after_version=after)
     print(
-        f"state rows after each of {versions} runs (one appended version each, {events // versions:,} events):"
+        f"state rows after each of {versions} runs "
+        f"(one appended version each, {events // versions:,} events):"
     )
     for name, counts in rows.items():
         print(f"  {name:<12} {json.dumps(counts)}")

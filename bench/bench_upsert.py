@@ -46,13 +46,17 @@ FILES = {
     "dbt_project.yml": "name: bench_upsert\nversion: '1.0'\nconfig-version: 2\nprofile: bench\n",
     "profiles.yml": (
         "bench:\n  target: local\n  outputs:\n    local:\n      type: spark_streaming\n"
-        f"      method: session\n      schema: bench\n      warehouse_path: {WAREHOUSE}\n      threads: 1\n"
+        "      method: session\n      schema: bench\n"
+        f"      warehouse_path: {WAREHOUSE}\n      threads: 1\n"
     ),
-    "models/sources.yml": "version: 2\nsources:\n  - name: bench\n    schema: bench\n    tables: [{name: clicks}]\n",
+    "models/sources.yml": (
+        "version: 2\nsources:\n  - name: bench\n    schema: bench\n    tables: [{name: clicks}]\n"
+    ),
     "models/clicks_per_user.sql": "{{ config(materialized='upsert_table', state_ttl='30 days') }}\n"
     + SQL,
-    "models/clicks_per_user_spark.sql": "{{ config(materialized='upsert_table', constant_domain=['user_id']) }}\n"
-    + SQL,
+    "models/clicks_per_user_spark.sql": (
+        "{{ config(materialized='upsert_table', constant_domain=['user_id']) }}\n" + SQL
+    ),
     "models/clicks_per_user_cont.sql": (
         "{{ config(materialized='upsert_table', constant_domain=['user_id'], "
         "trigger={'processing_time': '1 second'}) }}\n" + SQL
@@ -180,21 +184,26 @@ def bench(history: int, users: int, repeat: int) -> dict:
     same_filtered("clicks_filtered")
     med = {k: statistics.median(v) for k, v in times.items()}
     print(
-        f"H={history:,} events, {rows:,} users (initial builds: partials {initial['clicks_per_user']:.1f} s, "
-        f"Spark state {initial['clicks_per_user_spark']:.1f} s), +1% per refresh, medians of {repeat}:"
+        f"H={history:,} events, {rows:,} users "
+        f"(initial builds: partials {initial['clicks_per_user']:.1f} s, "
+        f"Spark state {initial['clicks_per_user_spark']:.1f} s), +1% per refresh, "
+        f"medians of {repeat}:"
     )
     print(
-        f"  upsert_table refresh, partials in Delta:  {med['refresh']:.2f} s  ratio {med['refresh'] / med['full']:.1%}"
+        f"  upsert_table refresh, partials in Delta:  {med['refresh']:.2f} s  "
+        f"ratio {med['refresh'] / med['full']:.1%}"
     )
     print(
-        f"  upsert_table refresh, Spark state store:  {med['spark']:.2f} s  ratio {med['spark'] / med['full']:.1%}"
+        f"  upsert_table refresh, Spark state store:  {med['spark']:.2f} s  "
+        f"ratio {med['spark'] / med['full']:.1%}"
     )
     print(
         f"  continuous model, append to commit:       {med['continuous']:.2f} s  "
         f"ratio {med['continuous'] / med['full']:.1%}"
     )
     print(
-        f"  floor, a stateless streaming_view:        {med['floor']:.2f} s  ratio {med['floor'] / med['full']:.1%}"
+        f"  floor, a stateless streaming_view:        {med['floor']:.2f} s  "
+        f"ratio {med['floor'] / med['full']:.1%}"
     )
     print(f"  full batch recompute:                     {med['full']:.2f} s")
     return med

@@ -52,8 +52,8 @@ BAD_MODELS = {
         "upsert_table",
     ),
     "bad_trigger": (
-        "{{ config(materialized='streaming_view', watermark_delay='1 minute', trigger='sometimes') }} "
-        + AGG,
+        "{{ config(materialized='streaming_view', watermark_delay='1 minute', "
+        "trigger='sometimes') }} " + AGG,
         "SSC201",
         "available_now",
     ),

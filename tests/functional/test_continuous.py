@@ -16,7 +16,8 @@ from . import test_lifecycle as lifecycle
 from .helpers import append_bids, commits, rows, table_path, ts
 
 MODEL = """
-{{ config(materialized='streaming_view', watermark_delay='1 minute', trigger={'processing_time': '2 seconds'}) }}
+{{ config(materialized='streaming_view', watermark_delay='1 minute', \
+trigger={'processing_time': '2 seconds'}) }}
 SELECT window_start, window_end, SUM(price) AS total
 FROM TABLE(TUMBLE(TABLE {{ ref('bids') }}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
 GROUP BY window_start, window_end

@@ -30,7 +30,8 @@ GROUP BY window_start, window_end
 HOP = """
 {{ config(materialized='streaming_view', watermark_delay='1 minute') }}
 SELECT window_start, window_end, SUM(v) AS total, COUNT(*) AS n
-FROM TABLE(HOP(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES))
+FROM TABLE(HOP(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts), INTERVAL '5' MINUTES, \
+INTERVAL '10' MINUTES))
 GROUP BY window_start, window_end
 """
 
@@ -193,7 +194,8 @@ SHAPES = {
     "tumble_keys": """
 {{ config(materialized='streaming_view', watermark_delay='2 minutes') }}
 SELECT window_start, window_end, k, SUM(v) AS total, MIN(v) AS lo, MAX(ts) AS last_ts, COUNT(*) AS n
-FROM TABLE(TUMBLE(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts), INTERVAL '5' MINUTES, INTERVAL '-2' MINUTES))
+FROM TABLE(TUMBLE(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts), INTERVAL '5' MINUTES, \
+INTERVAL '-2' MINUTES))
 WHERE v % 7 != 0
 GROUP BY window_start, window_end, k HAVING COUNT(*) > 1
 """,
@@ -201,18 +203,21 @@ GROUP BY window_start, window_end, k HAVING COUNT(*) > 1
 {{ config(materialized='streaming_view', watermark_delay='90 seconds') }}
 SELECT window_start, window_end, window_time, AVG(price) AS avg_price, SUM(price) AS total,
        COUNT(DISTINCT k) AS keys
-FROM TABLE(HOP(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts), INTERVAL '2' MINUTES, INTERVAL '6' MINUTES))
+FROM TABLE(HOP(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts), INTERVAL '2' MINUTES, \
+INTERVAL '6' MINUTES))
 GROUP BY window_start, window_end
 """,
     "cumulate_keys": """
 {{ config(materialized='streaming_view', watermark_delay='1 minute') }}
 SELECT window_start, window_end, k, SUM(v) AS total, COUNT(*) AS n
-FROM TABLE(CUMULATE(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts), INTERVAL '1' MINUTES, INTERVAL '4' MINUTES))
+FROM TABLE(CUMULATE(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts), INTERVAL '1' MINUTES, \
+INTERVAL '4' MINUTES))
 GROUP BY window_start, window_end, k
 """,
     "tvf_rows": """
 {{ config(materialized='streaming_view', watermark_delay='1 minute') }}
-SELECT k, v, window_start, window_end FROM TABLE(TUMBLE(TABLE {{ source('raw', 'ev') }}, DESCRIPTOR(ts),
+SELECT k, v, window_start, window_end FROM TABLE(TUMBLE(TABLE {{ source('raw', 'ev') }}, \
+DESCRIPTOR(ts),
 INTERVAL '3' MINUTES)) WHERE v > 10
 """,
     "filtered": """
@@ -257,7 +262,7 @@ def random_appends(seed: int, appends: int = 4) -> list[list[tuple]]:
             )
         )
     cuts = sorted(rng.sample(range(1, len(events)), appends - 1))
-    return [events[a:b] for a, b in zip([0] + cuts, cuts + [len(events)])]
+    return [events[a:b] for a, b in zip([0] + cuts, cuts + [len(events)], strict=True)]
 
 
 @pytest.mark.parametrize("seed", [11, 29])

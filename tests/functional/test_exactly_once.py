@@ -69,14 +69,16 @@ def dbt_run(project: str, fault: str | None = None) -> subprocess.CompletedProce
 
 
 def write_project(root, model: str = MODEL) -> None:
-    """The dbt project under root/project (one model, per_item), with its warehouse and source under root."""
+    """The dbt project under root/project (one model, per_item), with its warehouse and source
+    under root."""
     project, source = root / "project", root / "feed" / "events"
     (project / "models").mkdir(parents=True, exist_ok=True)
     (project / "dbt_project.yml").write_text(
         "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
     )
     (project / "profiles.yml").write_text(
-        "crash:\n  target: t\n  outputs:\n    t:\n      type: spark_streaming\n      method: session\n"
+        "crash:\n  target: t\n  outputs:\n    t:\n      type: spark_streaming\n"
+        "      method: session\n"
         f"      schema: crash\n      warehouse_path: {root / 'warehouse'}\n      threads: 1\n"
     )
     (project / "models" / "sources.yml").write_text(

@@ -13,7 +13,10 @@ from deltalake import DeltaTable
 from .helpers import rows, table_path
 from .test_upsert_table import CLICKS, append_clicks, changelog, replay
 
-SQL = "SELECT user, COUNT(url) AS cnt, MAX(cTime) AS last_click FROM {{ source('raw', 'clicks') }} GROUP BY user"
+SQL = (
+    "SELECT user, COUNT(url) AS cnt, MAX(cTime) AS last_click "
+    "FROM {{ source('raw', 'clicks') }} GROUP BY user"
+)
 
 
 def partials(path: str) -> list[tuple]:
@@ -59,8 +62,8 @@ class TestStateTtl:
         assert [r[:2] for r in rows(out)] == [("Bob", 1), ("Mary", 3)]
         assert run_dbt(["test"])[0].status == "pass"
 
-        # Idle longer than the TTL: Mary's partials expired, so her next click starts afresh (seed 001);
-        # Bob's expired partials are deleted though his row stays; Liz is new.
+        # Idle longer than the TTL: Mary's partials expired, so her next click starts afresh
+        # (seed 001); Bob's expired partials are deleted though his row stays; Liz is new.
         updated = max(
             DeltaTable(os.path.join(out, "_dbt_streaming", "partials"))
             .to_pyarrow_table()

@@ -62,7 +62,8 @@ def test_tumble_table(spark):
 def test_tumble_aggregate(spark):
     got = run(
         spark,
-        "SELECT window_start, window_end, SUM(price) FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(bidtime), "
+        "SELECT window_start, window_end, SUM(price) "
+        "FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(bidtime), "
         "INTERVAL '10' MINUTES)) GROUP BY window_start, window_end",
         delay="1 minute",
     )
@@ -79,7 +80,8 @@ def test_hop_table_and_aggregate(spark):
     assert ("F", t("08:15"), t("08:25")) in rows and ("A", t("08:00"), t("08:10")) in rows
     got = run(
         spark,
-        "SELECT window_start, window_end, SUM(price) FROM TABLE(HOP(TABLE bid, DESCRIPTOR(bidtime), "
+        "SELECT window_start, window_end, SUM(price) "
+        "FROM TABLE(HOP(TABLE bid, DESCRIPTOR(bidtime), "
         "INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)) GROUP BY window_start, window_end",
         delay="1 minute",
     )
@@ -137,7 +139,8 @@ def test_cumulate_aggregate(spark):
     """FLIP-145's CUMULATE table (step 2 minutes, max size 10 minutes)."""
     got = run(
         spark,
-        f"SELECT window_start, window_end, SUM(price) FROM {CUMULATE} GROUP BY window_start, window_end",
+        f"SELECT window_start, window_end, SUM(price) FROM {CUMULATE} "
+        "GROUP BY window_start, window_end",
         delay="1 minute",
     )
     assert got == [
@@ -182,7 +185,8 @@ def test_cumulate_table(spark):
     ],
 )
 def test_cumulate_offsets_match_flink_definition(spark, step_s, size_min, offset):
-    """Flink: max window start S = ts - ((ts - offset) mod size); windows [S, S + k * step) with end > ts."""
+    """Flink: max window start S = ts - ((ts - offset) mod size); windows [S, S + k * step)
+    with end > ts."""
     rng = random.Random(step_s * size_min)
     epoch = dt.datetime(2020, 1, 1)
     stamps = [
@@ -270,7 +274,8 @@ def test_session_aggregate_two_keys(spark, session_bids):
         spark,
         session_bids,
         "SELECT item, big, window_start, window_end, window_time, COUNT(*) AS n, "
-        "SUM(price) AS s FROM TABLE(SESSION(TABLE bid2 PARTITION BY (item, big), DESCRIPTOR(bidtime), "
+        "SUM(price) AS s FROM TABLE(SESSION(TABLE bid2 PARTITION BY (item, big), "
+        "DESCRIPTOR(bidtime), "
         "INTERVAL '90' SECOND)) GROUP BY window_start, window_end, window_time, big, item",
     )
     assert got == [
@@ -354,7 +359,8 @@ def test_session_table(spark, session_bids, partition, ends):
 # them, so these are hand-computed from its Bid rows and windows).
 def topn_sql(tvf: str, order: str, where: str, partition: str = "window_start, window_end") -> str:
     return (
-        f"SELECT item, window_start, window_end, rownum FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
+        "SELECT item, window_start, window_end, rownum "
+        "FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
         f"{partition} ORDER BY {order}) AS rownum FROM TABLE({tvf})) WHERE {where}"
     )
 
@@ -477,14 +483,21 @@ def test_window_topn_matches_spark_row_number(spark, tvf):
         ("ts", "", 1),
         ("ts DESC", "k", 1),
     ]:
-        over = f"PARTITION BY window_start, window_end{', ' + partition if partition else ''} ORDER BY {order}"
-        model = f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER ({over}) AS rownum FROM TABLE({tvf})) WHERE rownum <= {n}"
+        over = (
+            f"PARTITION BY window_start, window_end{', ' + partition if partition else ''} "
+            f"ORDER BY {order}"
+        )
+        model = (
+            f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER ({over}) AS rownum FROM TABLE({tvf})) "
+            f"WHERE rownum <= {n}"
+        )
         plan = compile_query(model, schemas=schemas, watermark_delay="1 minute")
         got = sorted(tuple(r) for r in spark.sql(plan.sql_for({"ev": "ev"})).collect())
         expected = sorted(
             tuple(r)
             for r in spark.sql(
-                f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER ({over}) AS rownum FROM ({rows_sql})) WHERE rownum <= {n}"
+                f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER ({over}) AS rownum FROM ({rows_sql})) "
+                f"WHERE rownum <= {n}"
             ).collect()
         )
         assert got == expected and len(got) > 0, (order, partition)
@@ -531,8 +544,14 @@ def test_window_rank_and_topn_over_aggregate_match_spark(spark, tvf):
         ("DENSE_RANK", "total NULLS FIRST", "", 2, f"({agg})"),
     ]
     for function, order, partition, n, source in cases:
-        over = f"PARTITION BY window_start, window_end{', ' + partition if partition else ''} ORDER BY {order}"
-        model = f"SELECT * FROM (SELECT *, {function}() OVER ({over}) AS rownum FROM {source}) WHERE rownum <= {n}"
+        over = (
+            f"PARTITION BY window_start, window_end{', ' + partition if partition else ''} "
+            f"ORDER BY {order}"
+        )
+        model = (
+            f"SELECT * FROM (SELECT *, {function}() OVER ({over}) AS rownum FROM {source}) "
+            f"WHERE rownum <= {n}"
+        )
         plan = compile_query(
             model.format(f"TABLE({tvf})"), schemas=schemas, watermark_delay="1 minute"
         )
@@ -565,7 +584,8 @@ def test_count_distinct_equals_sparks(spark):
     expected = sorted(
         tuple(r)
         for r in spark.sql(
-            "SELECT window(ts, '5 minutes').start, COUNT(DISTINCT k) FROM cd GROUP BY window(ts, '5 minutes')"
+            "SELECT window(ts, '5 minutes').start, COUNT(DISTINCT k) FROM cd "
+            "GROUP BY window(ts, '5 minutes')"
         ).collect()
     )
     assert got == expected and (epoch + dt.timedelta(hours=2), 0) in got

@@ -65,13 +65,16 @@ def append_clicks(path: str, clicks: list[tuple[str, str, str]]) -> None:
 
 
 class TestClicksExample:
-    """Seed 001, "Continuous Non-Windowed Query": one click per Delta version, `dbt run` after each."""
+    """Seed 001, "Continuous Non-Windowed Query": one click per Delta version, `dbt run` after
+    each."""
 
     @pytest.fixture(scope="class")
     def models(self):
         return {
             "sources.yml": CLICKS,
-            "tests.yml": "models:\n  - {name: clicks_per_user, data_tests: [snapshot_equivalence]}\n",
+            "tests.yml": (
+                "models:\n  - {name: clicks_per_user, data_tests: [snapshot_equivalence]}\n"
+            ),
             "clicks_per_user.sql": "{{ config(materialized='upsert_table', state_ttl='1 day') }}\n"
             "SELECT user, COUNT(url) AS cnt FROM {{ source('raw', 'clicks') }} GROUP BY user",
         }
@@ -163,13 +166,15 @@ AGG_HAVING = (
     f"SELECT k, COUNT(*) AS n, SUM(v) AS total, MIN(v) AS lo, MAX(v) AS hi, AVG(v) AS mean, "
     f"COUNT(DISTINCT v % 7) AS d FROM {EV} GROUP BY k HAVING COUNT(*) BETWEEN 2 AND 12"
 )
-# Non-window aggregates keep their state in Spark (constant_domain) or as partials in Delta (state_ttl).
+# Non-window aggregates keep their state in Spark (constant_domain) or as partials in Delta
+# (state_ttl).
 MODELS = {
     "agg_having": ("materialized='upsert_table', state_ttl='1 day'", AGG_HAVING, 1),
     "agg_having_spark": ("materialized='upsert_table', constant_domain=['k']", AGG_HAVING, 1),
     "latest": (
         "materialized='upsert_table', constant_domain=['k']",
-        f"SELECT k, ts, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn "
+        "SELECT k, ts, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) "
+        "AS rn "
         f"FROM {EV}) WHERE rn = 1",
         1,
     ),
@@ -181,7 +186,8 @@ MODELS = {
     ),
     "top3": (
         "materialized='upsert_table'",
-        f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC, ts) AS rn FROM {EV}) "
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC, ts) AS rn "
+        f"FROM {EV}) "
         "WHERE rn <= 3",
         (1, 3),
     ),
@@ -207,7 +213,10 @@ def batch_rows(schema: str, name: str, watermark: datetime) -> list[tuple]:
         )
         sql = plan.sql_for({})
         if "early" not in config:
-            sql = f"SELECT * FROM ({sql}) WHERE window_end <= TIMESTAMP '{watermark:%Y-%m-%d %H:%M:%S.%f}'"
+            sql = (
+                f"SELECT * FROM ({sql}) "
+                f"WHERE window_end <= TIMESTAMP '{watermark:%Y-%m-%d %H:%M:%S.%f}'"
+            )
     table = get_spark().sql(sql).toArrow()
     return sorted(tuple(r.values()) for r in table.to_pylist())
 
@@ -304,7 +313,7 @@ def test_crash_then_rerun(tmp_path, fault, config):
     )
     actual = rows(out)
     assert [(r[0], r[1], r[3]) for r in actual] == [(e[0], e[1], e[3]) for e in expected]
-    assert all(abs(a[2] - e[2]) < 1e-6 for a, e in zip(actual, expected))
+    assert all(abs(a[2] - e[2]) < 1e-6 for a, e in zip(actual, expected, strict=True))
     log = changelog(out)
     assert len({(r[0], r[-3], r[-2]) for r in log}) == len(log), "a change was logged twice"
     assert {r[-2] for r in log} == {0, 1, 2}
@@ -328,12 +337,21 @@ class TestPipelineOfUpsertTables:
                 f"  - {{name: {n}, data_tests: [snapshot_equivalence]}}\n"
                 for n in ("per_user", "per_count")
             ),
-            "per_user.sql": "{{ config(materialized='upsert_table', state_ttl='1 day') }}\nSELECT user, COUNT(url) AS cnt, "
-            "MAX(cTime) AS last_click FROM {{ source('raw', 'clicks') }} GROUP BY user",
-            "per_count.sql": "{{ config(materialized='upsert_table', constant_domain=['cnt']) }}\nSELECT cnt, COUNT(*) AS users, "
-            "SUM(cnt) AS clicks, AVG(cnt) AS mean FROM {{ ref('per_user') }} WHERE cnt < 6 "
-            "GROUP BY cnt HAVING COUNT(*) >= 1",
-            "bad_view.sql": "{{ config(materialized='streaming_view') }}\nSELECT user FROM {{ ref('per_user') }}",
+            "per_user.sql": (
+                "{{ config(materialized='upsert_table', state_ttl='1 day') }}\n"
+                "SELECT user, COUNT(url) AS cnt, "
+                "MAX(cTime) AS last_click FROM {{ source('raw', 'clicks') }} GROUP BY user"
+            ),
+            "per_count.sql": (
+                "{{ config(materialized='upsert_table', constant_domain=['cnt']) }}\n"
+                "SELECT cnt, COUNT(*) AS users, "
+                "SUM(cnt) AS clicks, AVG(cnt) AS mean FROM {{ ref('per_user') }} WHERE cnt < 6 "
+                "GROUP BY cnt HAVING COUNT(*) >= 1"
+            ),
+            "bad_view.sql": (
+                "{{ config(materialized='streaming_view') }}\n"
+                "SELECT user FROM {{ ref('per_user') }}"
+            ),
         }
 
     def test_downstream_follows_upstream_changes(self, project):
@@ -363,7 +381,8 @@ class TestPipelineOfUpsertTables:
             expected = (
                 get_spark()
                 .sql(
-                    f"SELECT cnt, COUNT(*) AS users, SUM(cnt) AS clicks, AVG(cnt) AS mean FROM {schema}.per_user "
+                    "SELECT cnt, COUNT(*) AS users, SUM(cnt) AS clicks, AVG(cnt) AS mean "
+                    f"FROM {schema}.per_user "
                     "WHERE cnt < 6 GROUP BY cnt"
                 )
                 .toArrow()

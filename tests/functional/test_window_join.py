@@ -94,7 +94,8 @@ CONFIG = "{{ config(materialized='streaming_view', watermark_delay='1 minute') }
 TUMBLE5 = "TABLE(TUMBLE(TABLE {t}, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))"
 FLINK_FULL = f"""
 SELECT L.num AS l_num, L.id AS l_id, R.num AS r_num, R.id AS r_id,
-       COALESCE(L.window_start, R.window_start) AS window_start, COALESCE(L.window_end, R.window_end) AS window_end
+       COALESCE(L.window_start, R.window_start) AS window_start, COALESCE(L.window_end, \
+R.window_end) AS window_end
 FROM (SELECT * FROM {TUMBLE5.format(t=LT)}) L
 FULL JOIN (SELECT * FROM {TUMBLE5.format(t=RT)}) R
 ON L.num = R.num AND L.window_start = R.window_start AND L.window_end = R.window_end
@@ -105,14 +106,16 @@ DIRECT_LEFT = f"""
 SELECT L.num AS l_num, L.id AS l_id, R.num AS r_num, R.id AS r_id, L.window_start, L.window_end
 FROM {TUMBLE5.format(t=LT)} AS L
 LEFT JOIN {TUMBLE5.format(t=RT)} AS R
-ON L.window_start = R.window_start AND L.num = R.num AND L.window_end = R.window_end AND L.id <> 'L1'
+ON L.window_start = R.window_start AND L.num = R.num AND L.window_end = R.window_end \
+AND L.id <> 'L1'
 """
 # RIGHT, with a condition on the right input only: R4 fails it and is emitted at once.
 DIRECT_RIGHT = f"""
 SELECT L.num AS l_num, L.id AS l_id, R.num AS r_num, R.id AS r_id, R.window_start, R.window_end
 FROM {TUMBLE5.format(t=LT)} AS L
 RIGHT JOIN {TUMBLE5.format(t=RT)} AS R
-ON L.window_start = R.window_start AND L.num = R.num AND L.window_end = R.window_end AND R.id <> 'R4'
+ON L.window_start = R.window_start AND L.num = R.num AND L.window_end = R.window_end \
+AND R.id <> 'R4'
 """
 FLINK_LEFT = [("12:02", 1, "L1"), ("12:06", 2, "L2"), ("12:03", 3, "L3")]
 FLINK_RIGHT = [("12:01", 2, "R2"), ("12:04", 3, "R3"), ("12:05", 4, "R4")]
@@ -244,7 +247,8 @@ SIDE = "TABLE({tvf}(TABLE {t}, DESCRIPTOR(row_time), {sizes}))"
 ON = "ON L.id = R.id AND L.window_start = R.window_start AND L.window_end = R.window_end"
 SELECT = (
     "SELECT L.num AS l_num, R.num AS r_num, COALESCE(L.id, R.id) AS id, "
-    "COALESCE(L.window_start, R.window_start) AS window_start, COALESCE(L.window_end, R.window_end) AS window_end"
+    "COALESCE(L.window_start, R.window_start) AS window_start, "
+    "COALESCE(L.window_end, R.window_end) AS window_end"
 )
 # Per model: its query and, given a result row (l_num, r_num, id, window_start, window_end) and
 # the watermark, whether the stream has emitted it: matched pairs at once; unmatched rows when
@@ -309,7 +313,7 @@ class TestRandomWindowJoins:
     def test_stream_equals_batch_on_emitted_rows(self, project):
         lt, rt = table_path(project, "lt"), table_path(project, "rt")
         sizes = {name: [] for name in JOIN_MODELS}
-        for left, right in zip(random_appends(3), random_appends(4)):
+        for left, right in zip(random_appends(3), random_appends(4), strict=True):
             append(lt, left)
             append(rt, right)
             results = run_dbt(["run"])
@@ -392,7 +396,8 @@ def aggregates_join(tvf: str, sizes: str, kind: str = "LEFT") -> str:
         )
     return f"""
 SELECT a.item_id, {seller}, {start}, {end}, a.sales, a.item_buyer_cnt, b.slr_buyer_cnt
-FROM (SELECT item_id, seller_id, window_start, window_end, SUM(price) AS sales, COUNT(DISTINCT user_id) AS item_buyer_cnt
+FROM (SELECT item_id, seller_id, window_start, window_end, SUM(price) AS sales, \
+COUNT(DISTINCT user_id) AS item_buyer_cnt
       FROM {side} GROUP BY item_id, seller_id, window_start, window_end) a
 {kind} JOIN (SELECT seller_id, window_start, window_end, COUNT(DISTINCT user_id) AS slr_buyer_cnt
       FROM {side} GROUP BY seller_id, window_start, window_end) b
@@ -564,16 +569,21 @@ class TestRandomWindowAggregatesJoins:
 
 FLIP145_EXAMPLE = f"""
 WITH trd_itm_ord_mm AS (
-  SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt, b.slr_buyer_cnt
-  FROM (SELECT item_id, seller_id, window_start, window_end, SUM(price) AS sales, COUNT(DISTINCT user_id) AS item_buyer_cnt
-        FROM TABLE(CUMULATE(TABLE {ORDERS}, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
+  SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt, \
+b.slr_buyer_cnt
+  FROM (SELECT item_id, seller_id, window_start, window_end, SUM(price) AS sales, \
+COUNT(DISTINCT user_id) AS item_buyer_cnt
+        FROM TABLE(CUMULATE(TABLE {ORDERS}, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, \
+INTERVAL '1' HOUR))
         GROUP BY item_id, seller_id, window_start, window_end) a
   LEFT JOIN (SELECT seller_id, window_start, window_end, COUNT(DISTINCT user_id) AS slr_buyer_cnt
-        FROM TABLE(CUMULATE(TABLE {ORDERS}, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
+        FROM TABLE(CUMULATE(TABLE {ORDERS}, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, \
+INTERVAL '1' HOUR))
         GROUP BY seller_id, window_start, window_end) b
   ON a.seller_id = b.seller_id AND a.window_start = b.window_start AND a.window_end = b.window_end
 )
-SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY sales DESC, item_id) AS rownum
+SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end \
+ORDER BY sales DESC, item_id) AS rownum
                FROM trd_itm_ord_mm) WHERE rownum <= 3
 """
 SELLERS = {"i0": "s1", "i1": "s1", "i2": "s2", "i3": "s2", "i4": "s3", "i5": None}

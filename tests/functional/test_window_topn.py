@@ -27,7 +27,10 @@ from .test_window_tvfs import CONFIG, EV, SOURCES, check_runs
 
 TUMBLE = f"TUMBLE(TABLE {EV}, DESCRIPTOR(ts), INTERVAL '5' MINUTES)"
 HOP = f"HOP(TABLE {EV}, DESCRIPTOR(ts), INTERVAL '2' MINUTES, INTERVAL '4' MINUTES)"
-CUMULATE = f"CUMULATE(TABLE {EV}, DESCRIPTOR(ts), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES, INTERVAL '-3' MINUTES)"
+CUMULATE = (
+    f"CUMULATE(TABLE {EV}, DESCRIPTOR(ts), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES, "
+    "INTERVAL '-3' MINUTES)"
+)
 # Per model: the query and which of its rows the stream has emitted given the watermark (a
 # window when its end <= the watermark; CUMULATE windows with their max window, at
 # window_start + max size). Ties in the ORDER BY keys of ROW_NUMBER are broken by ts (unique) so
@@ -39,7 +42,8 @@ MODELS = {
         lambda r, wm: r[4] <= wm,
     ),
     "hop_first": (
-        f"SELECT ts, k, v, window_start, window_end, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
+        "SELECT ts, k, v, window_start, window_end, rn "
+        "FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
         f"window_start, window_end, k ORDER BY ts ASC) AS rn FROM TABLE({HOP})) WHERE rn = 1",
         lambda r, wm: r[4] <= wm,
     ),
@@ -85,7 +89,8 @@ BID_CONFIG = (
 FLINK_TOP3 = f"""
 SELECT *
   FROM (
-    SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) as rownum
+    SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) \
+as rownum
     FROM (
       SELECT window_start, window_end, supplier_id, SUM(price) as price, COUNT(*) as cnt
       FROM TABLE(
@@ -118,7 +123,8 @@ FLINK_BIDS = [
 
 
 def arrow_rows(sql: str) -> list[tuple]:
-    """Rows of a batch query, sorted (through Arrow: timestamps come back in UTC, as delta-rs reads them)."""
+    """Rows of a batch query, sorted (through Arrow: timestamps come back in UTC, as delta-rs
+    reads them)."""
     return sorted(tuple(r.values()) for r in get_spark().sql(sql).toArrow().to_pylist())
 
 
@@ -247,30 +253,39 @@ class TestFlinkWindowTopNExample:
 
 # --- Top-N over window aggregates, and RANK / DENSE_RANK, on random data.
 
-AGG = "SELECT window_start, window_end, k, SUM(v) AS total, COUNT(*) AS n FROM TABLE({}) GROUP BY window_start, window_end, k"
+AGG = (
+    "SELECT window_start, window_end, k, SUM(v) AS total, COUNT(*) AS n FROM TABLE({}) "
+    "GROUP BY window_start, window_end, k"
+)
 RANKED = {
     "tumble_agg_top2": (
-        f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY total DESC, k) "
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER "
+        "(PARTITION BY window_start, window_end ORDER BY total DESC, k) "
         f"AS rownum FROM ({AGG.format(TUMBLE)})) WHERE rownum <= 2",
         lambda r, wm: r[1] <= wm,
     ),
     "hop_agg_rank": (
-        f"SELECT * FROM (SELECT *, RANK() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) "
+        "SELECT * FROM (SELECT *, RANK() OVER "
+        "(PARTITION BY window_start, window_end ORDER BY n DESC) "
         f"AS rownum FROM ({AGG.format(HOP)})) WHERE rownum <= 2",
         lambda r, wm: r[1] <= wm,
     ),
     "cumulate_agg_dense": (
-        f"SELECT window_start, window_end, k, n, rownum FROM (SELECT *, DENSE_RANK() OVER (PARTITION BY "
-        f"window_start, window_end ORDER BY n) AS rownum FROM ({AGG.format(CUMULATE)})) WHERE rownum <= 1",
+        "SELECT window_start, window_end, k, n, rownum "
+        "FROM (SELECT *, DENSE_RANK() OVER (PARTITION BY "
+        f"window_start, window_end ORDER BY n) AS rownum FROM ({AGG.format(CUMULATE)})) "
+        "WHERE rownum <= 1",
         lambda r, wm: r[0] + timedelta(minutes=10) <= wm,
     ),
     "tumble_rank": (
-        f"SELECT * FROM (SELECT *, RANK() OVER (PARTITION BY window_start, window_end, k ORDER BY v % 10 DESC) "
+        "SELECT * FROM (SELECT *, RANK() OVER "
+        "(PARTITION BY window_start, window_end, k ORDER BY v % 10 DESC) "
         f"AS rownum FROM TABLE({TUMBLE})) WHERE rownum <= 2",
         lambda r, wm: r[4] <= wm,
     ),
     "hop_dense_rank": (
-        f"SELECT * FROM (SELECT *, DENSE_RANK() OVER (PARTITION BY window_start, window_end ORDER BY v % 5) "
+        "SELECT * FROM (SELECT *, DENSE_RANK() OVER "
+        "(PARTITION BY window_start, window_end ORDER BY v % 5) "
         f"AS rownum FROM TABLE({HOP})) WHERE rownum BETWEEN 1 AND 2",
         lambda r, wm: r[4] <= wm,
     ),

@@ -26,7 +26,10 @@ sources:
 DELAY = timedelta(minutes=2)
 CONFIG = "{{ config(materialized='streaming_view', watermark_delay='2 minutes') }}\n"
 EV = "{{ source('raw', 'ev') }}"
-CUMULATE = f"CUMULATE(TABLE {EV}, DESCRIPTOR(ts), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES, INTERVAL '-3' MINUTES)"
+CUMULATE = (
+    f"CUMULATE(TABLE {EV}, DESCRIPTOR(ts), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES, "
+    "INTERVAL '-3' MINUTES)"
+)
 # Per model: the query (EV is the source) and which rows the stream has emitted, given the
 # watermark. A CUMULATE window is emitted with all the others of its max window, when
 # window_start + max size (the end of Spark's window struct) <= the watermark; a session
@@ -40,11 +43,13 @@ MODELS = {
     ),
     "session_agg": (
         f"SELECT k, window_start, window_end, SUM(v) AS total, COUNT(*) AS n FROM TABLE(SESSION("
-        f"TABLE {EV} PARTITION BY k, DESCRIPTOR(ts), INTERVAL '1' MINUTES)) GROUP BY window_start, window_end, k",
+        f"TABLE {EV} PARTITION BY k, DESCRIPTOR(ts), INTERVAL '1' MINUTES)) "
+        "GROUP BY window_start, window_end, k",
         lambda r, wm: r[2] <= wm,
     ),
     "session_rows": (
-        f"SELECT ts, v, window_start, window_end FROM TABLE(SESSION(DATA => TABLE {EV}, TIMECOL => DESCRIPTOR(ts), "
+        "SELECT ts, v, window_start, window_end "
+        f"FROM TABLE(SESSION(DATA => TABLE {EV}, TIMECOL => DESCRIPTOR(ts), "
         f"GAP => INTERVAL '30' SECONDS))",
         lambda r, wm: r[3] <= wm,
     ),

@@ -9,11 +9,17 @@ SCHEMAS = {
     "analytics.bids": {"bidtime": "timestamp", "price": "double", "item": "string", "day": "date"},
 }
 T = "TABLE analytics.bids, DESCRIPTOR(bidtime)"
-AGG = "SELECT window_start, window_end, COUNT(*) AS n FROM TABLE({}) GROUP BY window_start, window_end"
+AGG = (
+    "SELECT window_start, window_end, COUNT(*) AS n FROM TABLE({}) GROUP BY "
+    "window_start, window_end"
+)
 
 TOPN = "SELECT * FROM (SELECT *, {f} OVER ({o}) AS rownum FROM {tvf}) WHERE {w}"
 TVF1 = f"TABLE(TUMBLE({T}, INTERVAL '1' MINUTE))"
-AGG_K = "SELECT window_start, window_end, item, SUM(price) AS total FROM {} GROUP BY window_start, window_end, item"
+AGG_K = (
+    "SELECT window_start, window_end, item, SUM(price) AS total FROM {} GROUP BY window_start, "
+    "window_end, item"
+)
 
 BAD = [
     # (sql, code, substring of str(e))
@@ -132,12 +138,14 @@ BAD = [
     ),
     ("SELECT FROM WHERE", "SSV101", "'WHERE'"),
     (
-        f"SELECT window_start, COUNT(*) FROM TABLE(TUMBLE({T}, INTERVAL '1' MINUTE)) GROUP BY window_start",
+        f"SELECT window_start, COUNT(*) FROM TABLE(TUMBLE({T}, INTERVAL '1' MINUTE)) GROUP BY "
+        "window_start",
         "SSV107",
         "window_end",
     ),
     (
-        f"SELECT window_end, COUNT(*) FROM TABLE(TUMBLE({T}, INTERVAL '1' MINUTE)) GROUP BY window_end",
+        f"SELECT window_end, COUNT(*) FROM TABLE(TUMBLE({T}, INTERVAL '1' MINUTE)) GROUP "
+        "BY window_end",
         "SSV107",
         "window_start",
     ),
@@ -247,8 +255,8 @@ BAD = [
                 f"TABLE(SESSION({T}, INTERVAL '1' MINUTE))",
                 "rownum <= 3",
             ),
-            # over a window aggregate: in a subquery of the Top-N's FROM, of TUMBLE / HOP / CUMULATE,
-            # partitioned by both of its window bounds
+            # over a window aggregate: in a subquery of the Top-N's FROM, of TUMBLE / HOP /
+            # CUMULATE, partitioned by both of its window bounds
             (
                 "RANK()",
                 "PARTITION BY window_start ORDER BY total",
@@ -272,7 +280,12 @@ BAD = [
             (
                 "ROW_NUMBER()",
                 "PARTITION BY window_start, window_end ORDER BY total",
-                f"({AGG_K.format(f'TABLE(SESSION(TABLE analytics.bids PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL {chr(39)}1{chr(39)} MINUTE))')})",
+                "("
+                + AGG_K.format(
+                    "TABLE(SESSION(TABLE analytics.bids PARTITION BY item, DESCRIPTOR(bidtime), "
+                    "INTERVAL '1' MINUTE))"
+                )
+                + ")",
                 "rownum <= 3",
             ),
             (
@@ -376,28 +389,29 @@ BAD = [
     ),
     (
         AGG.format(
-            "CUMULATE(TABLE analytics.bids PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '1' MINUTE, "
-            "INTERVAL '10' MINUTES)"
+            "CUMULATE(TABLE analytics.bids PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '1' "
+            "MINUTE, INTERVAL '10' MINUTES)"
         ),
         "SSV102",
         "PARTITION BY is only allowed for SESSION, not CUMULATE",
     ),
     (
         AGG.format(
-            "CUMULATE(TABLE analytics.bids, DESCRIPTOR(price), INTERVAL '1' MINUTE, INTERVAL '10' MINUTES)"
+            "CUMULATE(TABLE analytics.bids, DESCRIPTOR(price), INTERVAL '1' MINUTE, INTERVAL "
+            "'10' MINUTES)"
         ),
         "SSV103",
         "has type double",
     ),
     (
-        f"SELECT window_end, COUNT(*) FROM TABLE(CUMULATE({T}, INTERVAL '1' MINUTE, INTERVAL '10' MINUTES)) "
-        "GROUP BY window_end",
+        f"SELECT window_end, COUNT(*) FROM TABLE(CUMULATE({T}, INTERVAL '1' MINUTE, INTERVAL '10' "
+        "MINUTES)) GROUP BY window_end",
         "SSV107",
         "window_start",
     ),
     (
-        f"SELECT item, COUNT(*) FROM TABLE(CUMULATE({T}, INTERVAL '1' MINUTE, INTERVAL '10' MINUTES)) "
-        "GROUP BY item",
+        f"SELECT item, COUNT(*) FROM TABLE(CUMULATE({T}, INTERVAL '1' MINUTE, INTERVAL '10' "
+        "MINUTES)) GROUP BY item",
         "SSV106",
         "upsert_table",
     ),
@@ -427,18 +441,21 @@ BAD = [
     (
         AGG.format(f"SESSION({T}, INTERVAL '1' MINUTE, INTERVAL '1' MINUTE)"),
         "SSV102",
-        "SESSION(TABLE <table> [PARTITION BY <column> | PARTITION BY (<column>, ...)], DESCRIPTOR(<time column>)",
+        "SESSION(TABLE <table> [PARTITION BY <column> | PARTITION BY (<column>, ...)], "
+        "DESCRIPTOR(<time column>)",
     ),
     (
         AGG.format(
-            "SESSION(TABLE analytics.bids PARTITION BY sku, DESCRIPTOR(bidtime), INTERVAL '1' MINUTE)"
+            "SESSION(TABLE analytics.bids PARTITION BY sku, DESCRIPTOR(bidtime), "
+            "INTERVAL '1' MINUTE)"
         ),
         "SSV102",
         "PARTITION BY must list columns of analytics.bids; it has bidtime, price, item, day",
     ),
     (
         AGG.format(
-            "SESSION(TABLE analytics.bids PARTITION BY UPPER(item), DESCRIPTOR(bidtime), INTERVAL '1' MINUTE)"
+            "SESSION(TABLE analytics.bids PARTITION BY UPPER(item), DESCRIPTOR(bidtime), "
+            "INTERVAL '1' MINUTE)"
         ),
         "SSV102",
         "invalid PARTITION BY key UPPER(item)",
@@ -454,7 +471,8 @@ BAD = [
         "analytics.nope",
     ),
     (
-        f"SELECT window_start, COUNT(*) FROM TABLE(SESSION({T}, INTERVAL '1' MINUTE)) GROUP BY window_start",
+        f"SELECT window_start, COUNT(*) FROM TABLE(SESSION({T}, INTERVAL '1' MINUTE)) GROUP BY "
+        "window_start",
         "SSV107",
         "window_end",
     ),
@@ -464,39 +482,42 @@ BAD = [
         "upsert_table",
     ),
     (
-        f"SELECT item, window_start, window_end, COUNT(*) FROM TABLE(SESSION({T}, INTERVAL '1' MINUTE)) "
-        "GROUP BY window_start, window_end, item",
+        f"SELECT item, window_start, window_end, COUNT(*) FROM TABLE(SESSION({T}, INTERVAL '1' "
+        "MINUTE)) GROUP BY window_start, window_end, item",
         "SSV121",
         "Got: item; Expected: none",
     ),
     (
-        "SELECT window_start, window_end, COUNT(*) FROM TABLE(SESSION(TABLE analytics.bids PARTITION BY item, "
-        "DESCRIPTOR(bidtime), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end",
+        "SELECT window_start, window_end, COUNT(*) FROM TABLE(SESSION(TABLE analytics.bids "
+        "PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '1' MINUTE)) GROUP BY "
+        "window_start, window_end",
         "SSV121",
         "Got: none; Expected: item",
     ),
     (
-        "SELECT window_start, window_end, COUNT(*) FROM TABLE(SESSION(TABLE analytics.bids PARTITION BY (item, day), "
-        "DESCRIPTOR(bidtime), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end, item",
+        "SELECT window_start, window_end, COUNT(*) FROM TABLE(SESSION(TABLE analytics.bids "
+        "PARTITION BY (item, day), DESCRIPTOR(bidtime), INTERVAL '1' MINUTE)) GROUP BY "
+        "window_start, window_end, item",
         "SSV121",
         "Got: item; Expected: item, day",
     ),
     (
-        "SELECT window_start, window_end, COUNT(*) FROM TABLE(SESSION(TABLE analytics.bids PARTITION BY item, "
-        "DESCRIPTOR(bidtime), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end, UPPER(item)",
+        "SELECT window_start, window_end, COUNT(*) FROM TABLE(SESSION(TABLE analytics.bids "
+        "PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '1' MINUTE)) GROUP BY window_start, "
+        "window_end, UPPER(item)",
         "SSV121",
         "Got: UPPER(item); Expected: item",
     ),
     (
-        "SELECT window_start, window_end, COUNT(*) FROM TABLE(SESSION(TABLE analytics.bids PARTITION BY item, "
-        "DESCRIPTOR(bidtime), INTERVAL '1' MINUTE)) AS b JOIN analytics.items AS i ON b.item = i.id "
-        "GROUP BY window_start, window_end, i.item",
+        "SELECT window_start, window_end, COUNT(*) FROM TABLE(SESSION(TABLE analytics.bids "
+        "PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '1' MINUTE)) AS b JOIN analytics.items "
+        "AS i ON b.item = i.id GROUP BY window_start, window_end, i.item",
         "SSV121",
         "Got: i.item; Expected: item",
     ),
     (
-        f"SELECT * FROM TABLE(SESSION({T}, INTERVAL '1' MINUTE)) a JOIN TABLE(SESSION({T}, INTERVAL '1' MINUTE)) b "
-        "ON a.item = b.item",
+        f"SELECT * FROM TABLE(SESSION({T}, INTERVAL '1' MINUTE)) a JOIN TABLE(SESSION({T}, "
+        "INTERVAL '1' MINUTE)) b ON a.item = b.item",
         "SSV108",
         "window joins of SESSION windows are not supported",
     ),
@@ -576,13 +597,26 @@ def test_bad_watermark_delay(text):
 
 def test_session_key_error_position():
     sql = (
-        "SELECT window_start, window_end, day, COUNT(*)\nFROM TABLE(SESSION(TABLE analytics.bids PARTITION BY item,"
-        "\n  DESCRIPTOR(bidtime), INTERVAL '1' MINUTE))\nGROUP BY window_start, window_end, day"
+        "SELECT window_start, window_end, day, COUNT(*)\nFROM TABLE(SESSION(TABLE analytics.bids "
+        "PARTITION BY item,\n  DESCRIPTOR(bidtime), INTERVAL '1' MINUTE))\nGROUP BY window_start, "
+        "window_end, day"
     )
     with pytest.raises(SqlError) as info:
         compile_query(sql, schemas=SCHEMAS, watermark_delay="1 minute")
     assert info.value.code == "SSV121"
     assert info.value.position == (4, 36)  # the offending key
+
+
+def test_session_partition_by_without_key():
+    """``PARTITION BY`` with no key is a syntax error (it raised AttributeError)."""
+    sql = (
+        "SELECT * FROM TABLE(SESSION(TABLE analytics.bids PARTITION BY , DESCRIPTOR(bidtime), "
+        "INTERVAL '1' MINUTE))"
+    )
+    with pytest.raises(SqlError) as info:
+        compile_query(sql, schemas=SCHEMAS, watermark_delay="1 minute")
+    assert info.value.code == "SSV101"
+    assert info.value.position == (1, sql.index(", DESCRIPTOR") + 1)
 
 
 @pytest.mark.parametrize(
@@ -633,7 +667,10 @@ def test_window_topn_needs_watermark_delay():
 def test_window_topn_over_aggregate_errors():
     """A window Top-N over a window aggregate needs the aggregate's columns named (SSV109) and
     a watermark delay (SSV105); by RANK / DENSE_RANK in an upsert_table, a unique_key (SSV130)."""
-    unnamed = "SELECT window_start, window_end, item, SUM(price) FROM {} GROUP BY window_start, window_end, item"
+    unnamed = (
+        "SELECT window_start, window_end, item, SUM(price) FROM {} GROUP BY window_start, "
+        "window_end, item"
+    )
     sql = TOPN.format(
         f="RANK()",
         o="PARTITION BY window_start, window_end ORDER BY item",
@@ -689,38 +726,44 @@ BAD_JOINS = [
         "Got: TUMBLE (size 10 minutes); Expected: TUMBLE (size 5 minutes)",
     ),
     (
-        f"SELECT L.num FROM {LT5} L FULL JOIN TABLE(HOP({RT}, INTERVAL '1' MINUTE, INTERVAL '5' MINUTES)) R ON {BOUNDS}",
+        f"SELECT L.num FROM {LT5} L FULL JOIN TABLE(HOP({RT}, INTERVAL '1' MINUTE, INTERVAL '5' "
+        f"MINUTES)) R ON {BOUNDS}",
         "SSV122",
         "Got: HOP (slide 1 minute, size 5 minutes",
     ),
     (
-        f"SELECT L.num FROM (SELECT * FROM {LT5}) L LEFT JOIN (SELECT * FROM TABLE(TUMBLE({RT}, INTERVAL '5' MINUTES, "
-        f"INTERVAL '1' MINUTE))) R ON {BOUNDS}",
+        f"SELECT L.num FROM (SELECT * FROM {LT5}) L LEFT JOIN (SELECT * FROM TABLE(TUMBLE({RT}, "
+        f"INTERVAL '5' MINUTES, INTERVAL '1' MINUTE))) R ON {BOUNDS}",
         "SSV122",
         "Got: TUMBLE (size 5 minutes, offset 1 minute); Expected: TUMBLE (size 5 minutes)",
     ),
     (
-        f"SELECT L.num FROM {LT5} L JOIN TABLE(CUMULATE({RT}, INTERVAL '1' MINUTE, INTERVAL '5' MINUTES)) R ON {BOUNDS}",
+        f"SELECT L.num FROM {LT5} L JOIN TABLE(CUMULATE({RT}, INTERVAL '1' MINUTE, INTERVAL '5' "
+        f"MINUTES)) R ON {BOUNDS}",
         "SSV122",
         "Got: CUMULATE (step 1 minute, max size 5 minutes",
     ),
     (
-        f"SELECT L.num FROM {LT5} L JOIN {RT5} R ON L.num = R.num AND L.window_start = R.window_start",
+        f"SELECT L.num FROM {LT5} L JOIN {RT5} R ON L.num = R.num AND L.window_start = "
+        "R.window_start",
         "SSV107",
         "window join does not equate window_end",
     ),
     (
-        f"SELECT L.num FROM {LT5} L RIGHT JOIN {RT5} R ON L.num = R.num AND L.window_end = R.window_end",
+        f"SELECT L.num FROM {LT5} L RIGHT JOIN {RT5} R ON L.num = R.num AND L.window_end = "
+        "R.window_end",
         "SSV107",
         "Add L.window_start = R.window_start to the ON",
     ),
     (
-        f"SELECT L.num FROM (SELECT * FROM {LT5}) L FULL JOIN (SELECT * FROM {RT5}) R ON L.num = R.num",
+        f"SELECT L.num FROM (SELECT * FROM {LT5}) L FULL JOIN (SELECT * FROM {RT5}) R ON "
+        "L.num = R.num",
         "SSV107",
         "does not equate window_start and window_end",
     ),
     (
-        f"SELECT L.num FROM {LT5} L JOIN {RT5} R ON L.window_start = R.window_end AND L.window_end = R.window_start",
+        f"SELECT L.num FROM {LT5} L JOIN {RT5} R ON L.window_start = R.window_end AND L.window_end "
+        "= R.window_start",
         "SSV107",
         "window_start and window_end",
     ),
@@ -761,34 +804,37 @@ BAD_JOINS = [
         "aggregating the rows of a window join",
     ),
     (
-        f"SELECT L.num FROM TABLE(SESSION(TABLE analytics.lt, DESCRIPTOR(row_time), INTERVAL '1' MINUTE)) L "
-        f"JOIN TABLE(SESSION({RT}, INTERVAL '1' MINUTE)) R ON {BOUNDS}",
+        "SELECT L.num FROM TABLE(SESSION(TABLE analytics.lt, DESCRIPTOR(row_time), INTERVAL '1' "
+        f"MINUTE)) L JOIN TABLE(SESSION({RT}, INTERVAL '1' MINUTE)) R ON {BOUNDS}",
         "SSV108",
         "SESSION windows",
     ),
     (
-        f"SELECT L.num FROM {LT5} L JOIN (SELECT num, COUNT(*) AS n FROM {RT5} GROUP BY num) R ON L.num = R.num",
+        f"SELECT L.num FROM {LT5} L JOIN (SELECT num, COUNT(*) AS n FROM {RT5} GROUP BY num) R ON "
+        "L.num = R.num",
         "SSV106",
         "upsert_table",
     ),
     # Window aggregates join each other only, on both bounds, with the same windows.
     (
-        f"SELECT L.num FROM {LT5} L JOIN (SELECT num, window_start, window_end, COUNT(*) AS n FROM {RT5} "
-        f"GROUP BY window_start, window_end, num) R ON L.num = R.num AND {BOUNDS}",
+        f"SELECT L.num FROM {LT5} L JOIN (SELECT num, window_start, window_end, COUNT(*) AS n FROM "
+        f"{RT5} GROUP BY window_start, window_end, num) R ON L.num = R.num AND {BOUNDS}",
         "SSV108",
         "a window aggregate with the rows of a window TVF",
     ),
     (
-        f"SELECT L.num FROM (SELECT num, window_start, window_end, COUNT(*) AS n FROM {LT5} GROUP BY window_start, "
-        f"window_end, num) L JOIN (SELECT num, window_start, window_end, COUNT(*) AS n FROM {RT5} GROUP BY "
-        "window_start, window_end, num) R ON L.num = R.num AND L.window_start = R.window_start",
+        f"SELECT L.num FROM (SELECT num, window_start, window_end, COUNT(*) AS n FROM {LT5} GROUP "
+        "BY window_start, window_end, num) L JOIN (SELECT num, window_start, window_end, COUNT(*) "
+        f"AS n FROM {RT5} GROUP BY window_start, window_end, num) R ON L.num = R.num AND "
+        "L.window_start = R.window_start",
         "SSV107",
         "window join does not equate window_end",
     ),
     (
-        f"SELECT L.num FROM (SELECT num, window_start, window_end, COUNT(*) AS n FROM {LT5} GROUP BY window_start, "
-        f"window_end, num) L JOIN (SELECT num, window_start, window_end, COUNT(*) AS n FROM TABLE(TUMBLE({RT}, "
-        f"INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, num) R ON L.num = R.num AND {BOUNDS}",
+        f"SELECT L.num FROM (SELECT num, window_start, window_end, COUNT(*) AS n FROM {LT5} GROUP "
+        "BY window_start, window_end, num) L JOIN (SELECT num, window_start, window_end, COUNT(*) "
+        f"AS n FROM TABLE(TUMBLE({RT}, INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, "
+        f"num) R ON L.num = R.num AND {BOUNDS}",
         "SSV122",
         "Got: TUMBLE (size 10 minutes)",
     ),
@@ -812,7 +858,10 @@ def test_window_join_error_positions():
     with pytest.raises(SqlError) as info:
         compile_query(sql, schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
     assert info.value.position == (3, 12)  # the right input's TVF
-    sql = f"SELECT L.num FROM {LT5} L JOIN {RT5} R\nON L.num = R.num AND L.window_start = R.window_start"
+    sql = (
+        f"SELECT L.num FROM {LT5} L JOIN {RT5} R\nON L.num = R.num AND L.window_start = "
+        "R.window_start"
+    )
     with pytest.raises(SqlError) as info:
         compile_query(sql, schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
     assert info.value.code == "SSV107" and info.value.position == (2, 4)
@@ -835,8 +884,8 @@ def test_window_topn_over_window_join_errors():
     rows_join = (
         "(SELECT a.item_id, a.window_start, a.window_end, a.price AS sales FROM TABLE(TUMBLE(TABLE "
         "analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES)) a JOIN TABLE(TUMBLE(TABLE "
-        "analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES)) b ON a.item_id = b.item_id AND "
-        "a.window_start = b.window_start AND a.window_end = b.window_end)"
+        "analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES)) b ON a.item_id = "
+        "b.item_id AND a.window_start = b.window_start AND a.window_end = b.window_end)"
     )
     cases = [
         (FLIP_VIEW.replace("LEFT JOIN", "FULL JOIN"), "SSV108", "INNER, LEFT or RIGHT window join"),

@@ -30,8 +30,9 @@ def test_window_aggregate_drops_late_rows_and_open_windows():
     )
     assert p.late_rows_sql({"analytics.bids": "b"}) == [
         norm(
-            "SELECT * EXCEPT (__w, __dss_late_wm), __w.start AS window_start, __w.end AS window_end, "
-            f"__dss_late_wm AS batch_watermark FROM {INNER} WHERE __w.end <= __dss_late_wm"
+            "SELECT * EXCEPT (__w, __dss_late_wm), __w.start AS window_start, __w.end AS "
+            f"window_end, __dss_late_wm AS batch_watermark FROM {INNER} WHERE __w.end <= "
+            "__dss_late_wm"
         )
     ]
 
@@ -93,8 +94,9 @@ def test_outer_window_join_emits_unmatched_rows_of_closed_windows():
     assert (
         where
         == norm(
-            "SELECT 1 WHERE (NOT L.__w IS NULL AND NOT R.__w IS NULL) OR COALESCE(L.__w.end, R.__w.end) <= "
-            "TIMESTAMP_MICROS(7) OR (NOT L.__w IS NULL AND NOT (COALESCE(L.id <> 'x', FALSE)))"
+            "SELECT 1 WHERE (NOT L.__w IS NULL AND NOT R.__w IS NULL) OR COALESCE(L.__w.end, "
+            "R.__w.end) <= TIMESTAMP_MICROS(7) OR (NOT L.__w IS NULL AND NOT (COALESCE(L.id <> "
+            "'x', FALSE)))"
         ).split(" WHERE ")[-1]
     )
     full = join_plan("FULL", " AND L.id <> 'x' AND R.id <> 'y'").emitted_sql(BIND, 7)

@@ -124,8 +124,10 @@ REWRITES = [
         id="union-all-of-append-queries",
     ),
     pytest.param(
-        "SELECT item FROM analytics.bids WHERE price > 1 UNION ALL SELECT name FROM analytics.items",
-        "SELECT item FROM analytics.bids WHERE price > 1 UNION ALL SELECT name FROM analytics.items",
+        "SELECT item FROM analytics.bids WHERE price > 1 UNION ALL SELECT name FROM "
+        "analytics.items",
+        "SELECT item FROM analytics.bids WHERE price > 1 UNION ALL SELECT name FROM "
+        "analytics.items",
         id="passthrough-union-all",
     ),
 ]
@@ -153,11 +155,13 @@ TABLE_FORMS = [
     "TABLE(TUMBLE(SIZE => INTERVAL '10' MINUTES, DATA => TABLE analytics.bids, "
     "TIMECOL => DESCRIPTOR(bidtime)))",
     "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), SIZE => INTERVAL '10' MINUTES))",
-    "TABLE(TUMBLE(TABLE analytics.bids, TIMECOL => DESCRIPTOR(bidtime), SIZE => INTERVAL '10' MINUTES))",
+    "TABLE(TUMBLE(TABLE analytics.bids, TIMECOL => DESCRIPTOR(bidtime), SIZE => INTERVAL "
+    "'10' MINUTES))",
     "TABLE(TUMBLE(TABLE `analytics`.`bids`, DESCRIPTOR(`bidtime`), INTERVAL '10' MINUTES))",
     "TABLE(TUMBLE(TABLE Analytics.BIDS, DESCRIPTOR(BidTime), INTERVAL '10' MINUTES))",
     "TABLE(TUMBLE(TABLE spark_catalog.analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))",
-    "TABLE(TUMBLE(TABLE `spark_catalog`.`analytics`.`bids`, DESCRIPTOR(bidtime), INTERVAL '10' MINUTE))",
+    "TABLE(TUMBLE(TABLE `spark_catalog`.`analytics`.`bids`, DESCRIPTOR(bidtime), INTERVAL "
+    "'10' MINUTE))",
     "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '10 minutes'))",
     "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL 10 MINUTES))",
     "TABLE(TUMBLE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '600' SECONDS))",
@@ -226,7 +230,8 @@ def test_offset(offset, us, spark, named):
 @pytest.mark.parametrize(
     "hop",
     [
-        "TABLE(HOP(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES))",
+        "TABLE(HOP(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, INTERVAL "
+        "'10' MINUTES))",
         "TABLE(HOP(DATA => TABLE analytics.bids, TIMECOL => DESCRIPTOR(bidtime), "
         "SLIDE => INTERVAL '5' MINUTES, SIZE => INTERVAL '10' MINUTES))",
         "TABLE(HOP(TABLE analytics.bids, DESCRIPTOR(bidtime), SIZE => INTERVAL '10' MINUTES, "
@@ -319,7 +324,10 @@ def test_sources_in_order_of_appearance_without_ctes():
 
 
 # CUMULATE: the max-size tumbling window __w plus a step index __k per cumulative window.
-CUM = "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES))"
+CUM = (
+    "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL "
+    "'10' MINUTES))"
+)
 K = "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime), 600000000) DIV 120000000 + 1, 5)) AS __k"
 CUM_INNER = f"(SELECT *, {W10}, {K} FROM analytics.bids {WM})"
 CUM_END = "__w.start + __k * INTERVAL '120' SECONDS"
@@ -328,7 +336,10 @@ CUM_WINDOWS = (
     f"{CUM_END} - INTERVAL '1' MILLISECOND AS window_time"
 )
 # SESSION: Spark's session_window; without PARTITION BY a constant key __p.
-SES = "TABLE(SESSION(TABLE analytics.bids PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))"
+SES = (
+    "TABLE(SESSION(TABLE analytics.bids PARTITION BY item, DESCRIPTOR(bidtime), INTERVAL "
+    "'5' MINUTES))"
+)
 SES_W = "SESSION_WINDOW(bidtime, '300 seconds') AS __w"
 SES_WINDOWS = (
     "__w.start AS window_start, __w.end AS window_end, "
@@ -338,8 +349,8 @@ SES_WINDOWS = (
 CUMULATE_SESSION_REWRITES = [
     pytest.param(
         f"SELECT window_start, window_end, SUM(price) FROM {CUM} GROUP BY window_start, window_end",
-        f"SELECT __w.start AS window_start, {CUM_END} AS window_end, SUM(price) FROM {CUM_INNER} AS bids "
-        "GROUP BY __w, __k",
+        f"SELECT __w.start AS window_start, {CUM_END} AS window_end, SUM(price) FROM {CUM_INNER} "
+        "AS bids GROUP BY __w, __k",
         id="flip145-cumulate-aggregate",
     ),
     pytest.param(
@@ -348,63 +359,72 @@ CUMULATE_SESSION_REWRITES = [
         id="cumulate-rows",
     ),
     pytest.param(
-        f"SELECT c.item, window_time, COUNT(*) AS n FROM {CUM} AS c WHERE window_end > '2020-04-15' "
-        "GROUP BY c.item, c.window_end, window_start, window_time HAVING MAX(window_end) > '2020-04-15'",
-        f"SELECT c.item, {CUM_END} - INTERVAL '1' MILLISECOND AS window_time, COUNT(*) AS n FROM {CUM_INNER} AS c "
-        f"WHERE ({CUM_END}) > '2020-04-15' GROUP BY c.item, __w, __k HAVING MAX(({CUM_END})) > '2020-04-15'",
+        f"SELECT c.item, window_time, COUNT(*) AS n FROM {CUM} AS c WHERE window_end > "
+        "'2020-04-15' GROUP BY c.item, c.window_end, window_start, window_time HAVING "
+        "MAX(window_end) > '2020-04-15'",
+        f"SELECT c.item, {CUM_END} - INTERVAL '1' MILLISECOND AS window_time, COUNT(*) AS n FROM "
+        f"{CUM_INNER} AS c WHERE ({CUM_END}) > '2020-04-15' GROUP BY c.item, __w, __k HAVING "
+        f"MAX(({CUM_END})) > '2020-04-15'",
         id="cumulate-window-columns-in-expressions",
     ),
     pytest.param(
-        "SELECT window_start, window_end, COUNT(*) FROM TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), "
-        "INTERVAL '1' HOUR, INTERVAL '1' DAY, INTERVAL '-2' HOURS)) GROUP BY window_start, window_end",
-        "SELECT __w.start AS window_start, __w.start + __k * INTERVAL '3600' SECONDS AS window_end, COUNT(*) "
-        "FROM (SELECT *, WINDOW(bidtime, '86400 seconds', '86400 seconds', '-7200 seconds') AS __w, "
-        "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime) - 79200000000, 86400000000) DIV 3600000000 + 1, 24)) AS __k "
-        f"FROM analytics.bids {WM}) AS bids GROUP BY __w, __k",
+        "SELECT window_start, window_end, COUNT(*) FROM TABLE(CUMULATE(TABLE analytics.bids, "
+        "DESCRIPTOR(bidtime), INTERVAL '1' HOUR, INTERVAL '1' DAY, INTERVAL '-2' HOURS)) GROUP BY "
+        "window_start, window_end",
+        "SELECT __w.start AS window_start, __w.start + __k * INTERVAL '3600' SECONDS AS "
+        "window_end, COUNT(*) FROM (SELECT *, WINDOW(bidtime, '86400 seconds', '86400 seconds', "
+        "'-7200 seconds') AS __w, EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime) - 79200000000, "
+        f"86400000000) DIV 3600000000 + 1, 24)) AS __k FROM analytics.bids {WM}) AS bids "
+        "GROUP BY __w, __k",
         id="cumulate-daily-negative-offset",
     ),
     pytest.param(
-        "SELECT window_start, window_end, COUNT(*) FROM TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), "
-        "INTERVAL '1500' MILLISECONDS, INTERVAL '90' SECOND, INTERVAL '1' SECOND)) GROUP BY window_start, window_end",
-        "SELECT __w.start AS window_start, __w.start + __k * INTERVAL '1500' MILLISECONDS AS window_end, COUNT(*) "
-        "FROM (SELECT *, WINDOW(bidtime, '90 seconds', '90 seconds', '1 seconds') AS __w, "
-        "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime) - 1000000, 90000000) DIV 1500000 + 1, 60)) AS __k "
-        f"FROM analytics.bids {WM}) AS bids GROUP BY __w, __k",
+        "SELECT window_start, window_end, COUNT(*) FROM TABLE(CUMULATE(TABLE analytics.bids, "
+        "DESCRIPTOR(bidtime), INTERVAL '1500' MILLISECONDS, INTERVAL '90' SECOND, INTERVAL '1' "
+        "SECOND)) GROUP BY window_start, window_end",
+        "SELECT __w.start AS window_start, __w.start + __k * INTERVAL '1500' MILLISECONDS AS "
+        "window_end, COUNT(*) FROM (SELECT *, WINDOW(bidtime, '90 seconds', '90 seconds', "
+        "'1 seconds') AS __w, EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime) - 1000000, 90000000) DIV "
+        f"1500000 + 1, 60)) AS __k FROM analytics.bids {WM}) AS bids GROUP BY __w, __k",
         id="cumulate-millisecond-step-positive-offset",
     ),
     pytest.param(
-        f"SELECT window_start, window_end, item, SUM(price) AS total FROM {SES} GROUP BY item, window_start, window_end",
+        f"SELECT window_start, window_end, item, SUM(price) AS total FROM {SES} GROUP BY item, "
+        "window_start, window_end",
         "SELECT __w.start AS window_start, __w.end AS window_end, item, SUM(price) AS total "
         f"FROM (SELECT *, {SES_W} FROM analytics.bids {WM}) AS bids GROUP BY item, __w",
         id="flink-session-aggregate-partitioned",
     ),
     pytest.param(
-        "SELECT window_start, window_end, SUM(price) FROM TABLE(SESSION(TABLE analytics.bids, DESCRIPTOR(bidtime), "
-        "INTERVAL '5' MINUTES)) AS s GROUP BY window_start, window_end",
+        "SELECT window_start, window_end, SUM(price) FROM TABLE(SESSION(TABLE analytics.bids, "
+        "DESCRIPTOR(bidtime), INTERVAL '5' MINUTES)) AS s GROUP BY window_start, window_end",
         "SELECT __w.start AS window_start, __w.end AS window_end, SUM(price) "
         f"FROM (SELECT *, {SES_W}, 0 AS __p FROM analytics.bids {WM}) AS s GROUP BY __w, __p",
         id="session-aggregate-without-partition-gets-constant-key",
     ),
     pytest.param(
-        "SELECT item, price, window_start, window_end, COUNT(*) FROM TABLE(SESSION(TABLE analytics.bids "
-        "PARTITION BY (item, price), DESCRIPTOR(bidtime), INTERVAL '5' MINUTES)) "
+        "SELECT item, price, window_start, window_end, COUNT(*) FROM TABLE(SESSION(TABLE "
+        "analytics.bids PARTITION BY (item, price), DESCRIPTOR(bidtime), INTERVAL '5' MINUTES)) "
         "GROUP BY window_start, window_end, price, item HAVING COUNT(*) > 1",
         "SELECT item, price, __w.start AS window_start, __w.end AS window_end, COUNT(*) "
-        f"FROM (SELECT *, {SES_W} FROM analytics.bids {WM}) AS bids GROUP BY __w, price, item HAVING COUNT(*) > 1",
+        f"FROM (SELECT *, {SES_W} FROM analytics.bids {WM}) AS bids GROUP BY __w, price, item "
+        "HAVING COUNT(*) > 1",
         id="session-aggregate-two-partition-keys",
     ),
     pytest.param(
         f"SELECT * FROM {SES} WHERE price > 1",
         f"SELECT * FROM (SELECT INLINE(__rows), {SES_WINDOWS} FROM (SELECT __w, "
-        f"COLLECT_LIST(STRUCT(bidtime AS bidtime, price AS price, item AS item)) AS __rows FROM (SELECT *, {SES_W} FROM analytics.bids {WM}) "
-        "GROUP BY __w, item)) AS bids WHERE price > 1",
+        "COLLECT_LIST(STRUCT(bidtime AS bidtime, price AS price, item AS item)) AS __rows FROM "
+        f"(SELECT *, {SES_W} FROM analytics.bids {WM}) GROUP BY __w, item)) AS bids "
+        "WHERE price > 1",
         id="session-rows-partitioned",
     ),
     pytest.param(
-        "SELECT item, window_end FROM TABLE(SESSION(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))",
+        "SELECT item, window_end FROM TABLE(SESSION(TABLE analytics.bids, DESCRIPTOR(bidtime), "
+        "INTERVAL '5' MINUTES))",
         f"SELECT item, window_end FROM (SELECT INLINE(__rows), {SES_WINDOWS} FROM (SELECT __w, "
-        f"COLLECT_LIST(STRUCT(bidtime AS bidtime, price AS price, item AS item)) AS __rows FROM (SELECT *, {SES_W}, 0 AS __p "
-        f"FROM analytics.bids {WM}) GROUP BY __w, __p)) AS bids",
+        "COLLECT_LIST(STRUCT(bidtime AS bidtime, price AS price, item AS item)) AS __rows FROM "
+        f"(SELECT *, {SES_W}, 0 AS __p FROM analytics.bids {WM}) GROUP BY __w, __p)) AS bids",
         id="session-rows-unpartitioned",
     ),
 ]
@@ -420,15 +440,16 @@ def test_rewrite_cumulate_session(sql, expected):
 
 CUMULATE_FORMS = [
     CUM,
-    "TABLE(CUMULATE(DATA => TABLE analytics.bids, TIMECOL => DESCRIPTOR(bidtime), STEP => INTERVAL '2' MINUTES, "
-    "SIZE => INTERVAL '10' MINUTES))",
-    "TABLE(CUMULATE(SIZE => INTERVAL '10' MINUTES, STEP => INTERVAL '2' MINUTES, TIMECOL => DESCRIPTOR(bidtime), "
-    "DATA => TABLE analytics.bids))",
-    "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, SIZE => INTERVAL '10' MINUTES, "
-    "`OFFSET` => INTERVAL '0' MINUTES))",
-    "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '120' SECOND, INTERVAL '600' SECONDS, "
-    "INTERVAL '0' SECONDS))",
-    "table(cumulate(table Analytics.Bids, descriptor(BidTime), interval '2 minutes', interval 10 minute)) bids",
+    "TABLE(CUMULATE(DATA => TABLE analytics.bids, TIMECOL => DESCRIPTOR(bidtime), STEP => INTERVAL "
+    "'2' MINUTES, SIZE => INTERVAL '10' MINUTES))",
+    "TABLE(CUMULATE(SIZE => INTERVAL '10' MINUTES, STEP => INTERVAL '2' MINUTES, TIMECOL => "
+    "DESCRIPTOR(bidtime), DATA => TABLE analytics.bids))",
+    "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, SIZE => "
+    "INTERVAL '10' MINUTES, `OFFSET` => INTERVAL '0' MINUTES))",
+    "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '120' SECOND, INTERVAL "
+    "'600' SECONDS, INTERVAL '0' SECONDS))",
+    "table(cumulate(table Analytics.Bids, descriptor(BidTime), interval '2 minutes', interval 10 "
+    "minute)) bids",
 ]
 
 
@@ -445,16 +466,21 @@ SESSION_FORMS = [
     SES,
     "TABLE(SESSION(DATA => TABLE analytics.bids PARTITION BY item, TIMECOL => DESCRIPTOR(bidtime), "
     "GAP => INTERVAL '5' MINUTES))",
-    "TABLE(SESSION(GAP => INTERVAL '300' SECONDS, DATA => TABLE analytics.bids PARTITION BY (item), "
-    "TIMECOL => DESCRIPTOR(bidtime)))",
-    "TABLE(SESSION(TABLE analytics.bids PARTITION BY (ITEM, item), DESCRIPTOR(bidtime), GAP => INTERVAL '5' MINUTE))",
-    "table(session(table `analytics`.`bids` partition by `item`, descriptor(bidtime), interval '5 minutes')) AS bids",
+    "TABLE(SESSION(GAP => INTERVAL '300' SECONDS, DATA => TABLE analytics.bids PARTITION BY "
+    "(item), TIMECOL => DESCRIPTOR(bidtime)))",
+    "TABLE(SESSION(TABLE analytics.bids PARTITION BY (ITEM, item), DESCRIPTOR(bidtime), GAP => "
+    "INTERVAL '5' MINUTE))",
+    "table(session(table `analytics`.`bids` partition by `item`, descriptor(bidtime), interval "
+    "'5 minutes')) AS bids",
 ]
 
 
 @pytest.mark.parametrize("tvf", SESSION_FORMS)
 def test_session_argument_forms_are_equivalent(tvf):
-    sql = "SELECT window_start, window_end, item, COUNT(*) AS n FROM {} GROUP BY window_start, window_end, item"
+    sql = (
+        "SELECT window_start, window_end, item, COUNT(*) AS n FROM {} GROUP BY window_start, "
+        "window_end, item"
+    )
     plan = compile_(sql.format(tvf))
     assert plan.spark_sql == compile_(sql.format(SESSION_FORMS[0])).spark_sql
     assert plan.windows == (
@@ -484,7 +510,8 @@ def test_cumulate_offset(offset, us, normalized, named):
     arg = f"OFFSET => {offset}" if named else offset
     plan = compile_(
         AGG.format(
-            f"TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES, {arg}))"
+            "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, "
+            f"INTERVAL '10' MINUTES, {arg}))"
         )
     )
     assert plan.windows[0].offset_us == us
@@ -544,8 +571,8 @@ def cmp_(field, a_null, a_less):
     a, b = f"__a.{field}", f"__b.{field}"
     return (
         f"NULLIF(CASE WHEN {a} IS NULL AND {b} IS NULL THEN 0 WHEN {a} IS NULL THEN {a_null} "
-        f"WHEN {b} IS NULL THEN {-a_null} WHEN {a} < {b} THEN {a_less} WHEN {a} > {b} THEN {-a_less} "
-        "ELSE 0 END, 0)"
+        f"WHEN {b} IS NULL THEN {-a_null} WHEN {a} < {b} THEN {a_less} WHEN {a} > {b} THEN "
+        f"{-a_less} ELSE 0 END, 0)"
     )
 
 
@@ -618,10 +645,11 @@ def test_window_dedup_explicit_columns_and_qualified_rownum():
     )
     assert plan.spark_sql.startswith(
         norm(
-            "SELECT item, rownum FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT(__r.item AS item, "
-            "__r.price AS price, __w.end AS window_end, __i + 1 AS rownum))) FROM (SELECT __w, "
-            f"SLICE(ARRAY_SORT(COLLECT_LIST(STRUCT(bidtime AS __o0, {ROW})), "
-            f"(__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)), 1, 1) AS __top FROM {INNER} AS bids GROUP BY __w)) AS t"
+            "SELECT item, rownum FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> "
+            "STRUCT(__r.item AS item, __r.price AS price, __w.end AS window_end, __i + 1 AS "
+            "rownum))) FROM (SELECT __w, SLICE(ARRAY_SORT(COLLECT_LIST(STRUCT(bidtime AS __o0, "
+            f"{ROW})), (__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)), 1, 1) AS __top FROM "
+            f"{INNER} AS bids GROUP BY __w)) AS t"
         )
     )
 
@@ -662,8 +690,8 @@ def test_window_topn_is_found_by_the_oracle():
     plan = compile_(topn())
     emitted = plan.emitted_sql({"analytics.bids": "b"}, 0)
     assert (
-        "WHERE __w.end > __dss_late_wm) AS bids GROUP BY __w HAVING MAX(__w.end) <= TIMESTAMP_MICROS(0)"
-        in emitted
+        "WHERE __w.end > __dss_late_wm) AS bids GROUP BY __w HAVING MAX(__w.end) <= "
+        "TIMESTAMP_MICROS(0)" in emitted
     )
     assert len(plan.late_rows_sql({"analytics.bids": "b"})) == 1
 
@@ -691,15 +719,19 @@ BID_AGG = (
     "GROUP BY window_start, window_end, supplier_id"
 )
 FLIP145_TOPN = f"""SELECT * FROM (
-    SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) as rownum
+    SELECT *,
+      ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) as rownum
     FROM ({BID_AGG})
   ) WHERE rownum <= 3"""
 BID_INNER = f"(SELECT *, {W10} FROM analytics.bid {WM}) AS bid"
 AGG_OUT = (
-    "__r.window_start AS window_start, __r.window_end AS window_end, __r.supplier_id AS supplier_id, "
-    "__r.price AS price, __r.cnt AS cnt"
+    "__r.window_start AS window_start, __r.window_end AS window_end, __r.supplier_id AS "
+    "supplier_id, __r.price AS price, __r.cnt AS cnt"
 )
-AGG_ROW = "window_start AS window_start, window_end AS window_end, supplier_id AS supplier_id, price AS price, cnt AS cnt"
+AGG_ROW = (
+    "window_start AS window_start, window_end AS window_end, supplier_id AS supplier_id, price AS "
+    "price, cnt AS cnt"
+)
 
 
 def test_window_topn_over_window_aggregate_rewrite():
@@ -708,11 +740,12 @@ def test_window_topn_over_window_aggregate_rewrite():
     window in the micro-batch in which the first closes it."""
     plan = compile_query(FLIP145_TOPN, schemas=SUPPLIERS, watermark_delay="1 minute")
     assert plan.spark_sql == norm(
-        f"SELECT * FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT({AGG_OUT}, __i + 1 AS rownum))) "
-        f"FROM (SELECT __w, SLICE(ARRAY_SORT(COLLECT_LIST(STRUCT(price AS __o0, {AGG_ROW})), "
-        f"(__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)), 1, 3) AS __top "
-        "FROM (SELECT __w.start AS window_start, __w.end AS window_end, supplier_id, SUM(price) AS price, "
-        f"COUNT(*) AS cnt, __w FROM {BID_INNER} GROUP BY __w, supplier_id) GROUP BY __w)) WHERE rownum <= 3"
+        f"SELECT * FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT({AGG_OUT}, __i + 1 AS "
+        "rownum))) FROM (SELECT __w, SLICE(ARRAY_SORT(COLLECT_LIST(STRUCT(price AS __o0, "
+        f"{AGG_ROW})), (__a, __b) -> COALESCE({cmp_('__o0', 1, 1)}, 0)), 1, 3) AS __top "
+        "FROM (SELECT __w.start AS window_start, __w.end AS window_end, supplier_id, SUM(price) AS "
+        f"price, COUNT(*) AS cnt, __w FROM {BID_INNER} GROUP BY __w, supplier_id) GROUP BY __w)) "
+        "WHERE rownum <= 3"
     )
     assert (plan.kind, plan.sources) == ("append", ("analytics.bid",))
     # snapshot_equivalence: only the first aggregate reads the windowed input, drops late rows
@@ -727,13 +760,14 @@ def test_window_topn_over_window_aggregate_variants():
     """Aliased, qualified and renamed window bounds, explicit columns, a filter between the
     aggregates, CUMULATE (ranked per cumulative window: __w and __k) and partition keys."""
     agg = (
-        "SELECT t.window_start AS ws, window_end, supplier_id, item, SUM(price) AS total FROM TABLE(CUMULATE("
-        "TABLE analytics.bid, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES)) AS t "
-        "GROUP BY window_start, window_end, supplier_id, item"
+        "SELECT t.window_start AS ws, window_end, supplier_id, item, SUM(price) AS total FROM "
+        "TABLE(CUMULATE(TABLE analytics.bid, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL "
+        "'10' MINUTES)) AS t GROUP BY window_start, window_end, supplier_id, item"
     )
     sql = (
-        f"SELECT ws, supplier_id, total, r FROM (SELECT supplier_id, a.total, ws, RANK() OVER (PARTITION BY "
-        f"a.ws, item, window_end ORDER BY total DESC) AS r FROM ({agg}) AS a WHERE total > 2) WHERE r <= 2"
+        "SELECT ws, supplier_id, total, r FROM (SELECT supplier_id, a.total, ws, RANK() OVER "
+        f"(PARTITION BY a.ws, item, window_end ORDER BY total DESC) AS r FROM ({agg}) AS a WHERE "
+        "total > 2) WHERE r <= 2"
     )
     plan = compile_query(sql, schemas=SUPPLIERS, watermark_delay="1 minute")
     out = plan.spark_sql
@@ -769,7 +803,8 @@ STARTS = (
 @pytest.mark.parametrize(
     "function,kept,rank",
     [
-        # RANK: the rows before the first value starting past N; a row's rank is where its value starts
+        # RANK: the rows before the first value starting past N; a row's rank is where its value
+        # starts
         (
             "RANK",
             "COALESCE(ARRAY_MIN(FILTER(__starts, __j -> __j > 3)) - 1, SIZE(__top))",
@@ -828,7 +863,10 @@ JOIN_SCHEMAS = {
 T5 = "TABLE(TUMBLE(TABLE analytics.{}, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))"
 W5 = "WINDOW(row_time, '300 seconds', '300 seconds', '0 seconds') AS __w"
 WM_J = "WATERMARK row_time DELAY OF INTERVAL '60' SECONDS"
-BOUNDS = "__w.start AS window_start, __w.end AS window_end, __w.end - INTERVAL '1' MILLISECOND AS window_time"
+BOUNDS = (
+    "__w.start AS window_start, __w.end AS window_end, __w.end - INTERVAL '1' MILLISECOND "
+    "AS window_time"
+)
 # A side: the input's columns (the time column without its watermark), the bounds and __w.
 SIDE = (
     "(SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, " + BOUNDS + ", __w "
@@ -842,72 +880,81 @@ PICK = (
 
 JOIN_REWRITES = [
     pytest.param(
-        f"{PICK} FROM (SELECT * FROM {T5.format('lt')}) L FULL JOIN (SELECT * FROM {T5.format('rt')}) R "
-        f"ON L.num = R.num AND {ON_BOUNDS}",
+        f"{PICK} FROM (SELECT * FROM {T5.format('lt')}) L FULL JOIN (SELECT * FROM "
+        f"{T5.format('rt')}) R ON L.num = R.num AND {ON_BOUNDS}",
         f"{PICK} FROM (SELECT * FROM {SIDE.format('lt')} AS lt) AS L FULL JOIN "
         f"(SELECT * FROM {SIDE.format('rt')} AS rt) AS R ON L.num = R.num AND L.__w = R.__w "
         "AND NOT L.num IS NULL AND NOT R.num IS NULL",
         id="flink-docs-full-join-subqueries",
     ),
     pytest.param(
-        f"{PICK} FROM {T5.format('lt')} L JOIN {T5.format('rt')} R ON {ON_BOUNDS} AND L.num = R.num",
-        f"{PICK} FROM {SIDE.format('lt')} AS L JOIN {SIDE.format('rt')} AS R ON L.__w = R.__w AND L.num = R.num",
+        f"{PICK} FROM {T5.format('lt')} L JOIN {T5.format('rt')} R ON {ON_BOUNDS} AND "
+        "L.num = R.num",
+        f"{PICK} FROM {SIDE.format('lt')} AS L JOIN {SIDE.format('rt')} AS R ON L.__w = R.__w AND "
+        "L.num = R.num",
         id="inner-direct",
     ),
     pytest.param(
         f"{PICK} FROM {T5.format('lt')} AS L LEFT OUTER JOIN {T5.format('rt')} AS R "
-        "ON R.window_end = L.window_end AND L.num = R.num AND R.window_start = L.window_start AND L.id < R.id",
+        "ON R.window_end = L.window_end AND L.num = R.num AND R.window_start = L.window_start "
+        "AND L.id < R.id",
         f"{PICK} FROM {SIDE.format('lt')} AS L LEFT OUTER JOIN {SIDE.format('rt')} AS R "
         "ON L.num = R.num AND L.__w = R.__w AND L.id < R.id",
         id="left-reversed-bounds-non-equi",
     ),
     pytest.param(
-        f"{PICK} FROM {T5.format('lt')} L RIGHT JOIN {T5.format('rt')} R ON ({ON_BOUNDS}) AND L.num > 2",
-        f"{PICK} FROM {SIDE.format('lt')} AS L RIGHT JOIN {SIDE.format('rt')} AS R ON L.__w = R.__w AND L.num > 2",
+        f"{PICK} FROM {T5.format('lt')} L RIGHT JOIN {T5.format('rt')} R ON ({ON_BOUNDS}) "
+        "AND L.num > 2",
+        f"{PICK} FROM {SIDE.format('lt')} AS L RIGHT JOIN {SIDE.format('rt')} AS R ON L.__w = "
+        "R.__w AND L.num > 2",
         id="right-parenthesized",
     ),
     pytest.param(
         f"SELECT * FROM {T5.format('lt')} L JOIN {T5.format('rt')} R ON {ON_BOUNDS}",
-        "SELECT L.row_time, L.num, L.id, L.window_start, L.window_end, L.window_time, R.row_time, R.num, R.id, "
-        f"R.window_start, R.window_end, R.window_time FROM {SIDE.format('lt')} AS L JOIN {SIDE.format('rt')} AS R "
-        "ON L.__w = R.__w",
+        "SELECT L.row_time, L.num, L.id, L.window_start, L.window_end, L.window_time, R.row_time, "
+        f"R.num, R.id, R.window_start, R.window_end, R.window_time FROM {SIDE.format('lt')} AS L "
+        f"JOIN {SIDE.format('rt')} AS R ON L.__w = R.__w",
         id="star-expanded-without-window-struct",
     ),
     pytest.param(
-        f"SELECT L.*, R.id FROM (SELECT num, window_start, window_end AS window_end FROM {T5.format('lt')} "
-        f"WHERE num > 1) L JOIN {T5.format('rt')} R ON {ON_BOUNDS}",
-        "SELECT L.num, L.window_start, L.window_end, R.id FROM (SELECT num, window_start, window_end AS window_end, "
-        f"__w FROM {SIDE.format('lt')} AS lt WHERE num > 1) AS L JOIN {SIDE.format('rt')} AS R ON L.__w = R.__w",
+        "SELECT L.*, R.id FROM (SELECT num, window_start, window_end AS window_end FROM "
+        f"{T5.format('lt')} WHERE num > 1) L JOIN {T5.format('rt')} R ON {ON_BOUNDS}",
+        "SELECT L.num, L.window_start, L.window_end, R.id FROM (SELECT num, window_start, "
+        f"window_end AS window_end, __w FROM {SIDE.format('lt')} AS lt WHERE num > 1) AS L JOIN "
+        f"{SIDE.format('rt')} AS R ON L.__w = R.__w",
         id="explicit-subquery-gets-window-struct",
     ),
     pytest.param(
-        "SELECT L.num FROM TABLE(HOP(TABLE analytics.lt, DESCRIPTOR(row_time), INTERVAL '1' MINUTE, "
-        "INTERVAL '3' MINUTES)) L FULL OUTER JOIN TABLE(HOP(DATA => TABLE analytics.rt, TIMECOL => "
-        f"DESCRIPTOR(row_time), SLIDE => INTERVAL '60' SECONDS, SIZE => INTERVAL '3' MINUTES)) R ON {ON_BOUNDS}",
+        "SELECT L.num FROM TABLE(HOP(TABLE analytics.lt, DESCRIPTOR(row_time), INTERVAL '1' "
+        "MINUTE, INTERVAL '3' MINUTES)) L FULL OUTER JOIN TABLE(HOP(DATA => TABLE analytics.rt, "
+        "TIMECOL => DESCRIPTOR(row_time), SLIDE => INTERVAL '60' SECONDS, SIZE => INTERVAL '3' "
+        f"MINUTES)) R ON {ON_BOUNDS}",
         "SELECT L.num FROM (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, "
         + BOUNDS
         + ", __w "
-        "FROM (SELECT *, WINDOW(row_time, '180 seconds', '60 seconds', '0 seconds') AS __w FROM analytics.lt "
-        f"{WM_J})) AS L FULL OUTER JOIN (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, {BOUNDS}, "
-        "__w FROM (SELECT *, WINDOW(row_time, '180 seconds', '60 seconds', '0 seconds') AS __w FROM analytics.rt "
-        f"{WM_J})) AS R ON L.__w = R.__w",
+        "FROM (SELECT *, WINDOW(row_time, '180 seconds', '60 seconds', '0 seconds') AS __w FROM "
+        f"analytics.lt {WM_J})) AS L FULL OUTER JOIN (SELECT row_time + INTERVAL '0' SECOND AS "
+        f"row_time, num, id, {BOUNDS}, __w FROM (SELECT *, WINDOW(row_time, '180 seconds', "
+        f"'60 seconds', '0 seconds') AS __w FROM analytics.rt {WM_J})) AS R ON L.__w = R.__w",
         id="hop-positional-and-named",
     ),
     pytest.param(
-        "SELECT L.num, R.window_end FROM TABLE(CUMULATE(TABLE analytics.lt, DESCRIPTOR(row_time), INTERVAL '1' "
-        "MINUTE, INTERVAL '4' MINUTES)) L JOIN TABLE(CUMULATE(TABLE analytics.rt, DESCRIPTOR(row_time), "
-        f"INTERVAL '1' MINUTE, INTERVAL '4' MINUTES)) R ON L.id = R.id AND {ON_BOUNDS}",
-        "SELECT L.num, R.window_end FROM (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, "
-        "__w.start AS window_start, __w.start + __k * INTERVAL '60' SECONDS AS window_end, "
-        "__w.start + __k * INTERVAL '60' SECONDS - INTERVAL '1' MILLISECOND AS window_time, __w, __k "
-        "FROM (SELECT *, WINDOW(row_time, '240 seconds', '240 seconds', '0 seconds') AS __w, "
+        "SELECT L.num, R.window_end FROM TABLE(CUMULATE(TABLE analytics.lt, DESCRIPTOR(row_time), "
+        "INTERVAL '1' MINUTE, INTERVAL '4' MINUTES)) L JOIN TABLE(CUMULATE(TABLE analytics.rt, "
+        "DESCRIPTOR(row_time), INTERVAL '1' MINUTE, INTERVAL '4' MINUTES)) R ON L.id = R.id "
+        f"AND {ON_BOUNDS}",
+        "SELECT L.num, R.window_end FROM (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, "
+        "id, __w.start AS window_start, __w.start + __k * INTERVAL '60' SECONDS AS window_end, "
+        "__w.start + __k * INTERVAL '60' SECONDS - INTERVAL '1' MILLISECOND AS window_time, __w, "
+        "__k FROM (SELECT *, WINDOW(row_time, '240 seconds', '240 seconds', '0 seconds') AS __w, "
         "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(row_time), 240000000) DIV 60000000 + 1, 4)) AS __k "
-        f"FROM analytics.lt {WM_J})) AS L JOIN (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, "
-        "__w.start AS window_start, __w.start + __k * INTERVAL '60' SECONDS AS window_end, "
-        "__w.start + __k * INTERVAL '60' SECONDS - INTERVAL '1' MILLISECOND AS window_time, __w, __k "
-        "FROM (SELECT *, WINDOW(row_time, '240 seconds', '240 seconds', '0 seconds') AS __w, "
-        "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(row_time), 240000000) DIV 60000000 + 1, 4)) AS __k "
-        f"FROM analytics.rt {WM_J})) AS R ON L.id = R.id AND L.__w = R.__w AND L.__k = R.__k",
+        f"FROM analytics.lt {WM_J})) AS L JOIN (SELECT row_time + INTERVAL '0' SECOND AS row_time, "
+        "num, id, __w.start AS window_start, __w.start + __k * INTERVAL '60' SECONDS AS "
+        "window_end, __w.start + __k * INTERVAL '60' SECONDS - INTERVAL '1' MILLISECOND AS "
+        "window_time, __w, __k FROM (SELECT *, WINDOW(row_time, '240 seconds', '240 seconds', "
+        "'0 seconds') AS __w, EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(row_time), 240000000) DIV 60000000 "
+        f"+ 1, 4)) AS __k FROM analytics.rt {WM_J})) AS R ON L.id = R.id AND L.__w = R.__w AND "
+        "L.__k = R.__k",
         id="cumulate-joins-on-step-index",
     ),
 ]
@@ -950,7 +997,10 @@ def test_window_self_join_reads_its_source_once():
 # --- Window joins of window aggregates: each aggregate keeps __w (CUMULATE: and __k) as an
 # output column, and the join is on it. Spark chains the aggregates and the join in append mode.
 
-AGG_T5 = "(SELECT id, window_start, window_end, SUM(num) AS total FROM {tvf} GROUP BY window_start, window_end, id)"
+AGG_T5 = (
+    "(SELECT id, window_start, window_end, SUM(num) AS total FROM {tvf} GROUP BY window_start, "
+    "window_end, id)"
+)
 AGG_T5_OUT = (
     "(SELECT id, __w.start AS window_start, __w.end AS window_end, SUM(num) AS total, __w "
     f"FROM (SELECT *, {W5} FROM analytics.{{t}} {WM_J}) AS {{t}} GROUP BY __w, id)"
@@ -959,25 +1009,30 @@ AGG_T5_OUT = (
 
 def test_rewrite_window_join_of_window_aggregates():
     sql = (
-        f"SELECT a.id, a.window_start, a.total, b.total AS r_total FROM {AGG_T5.format(tvf=T5.format('lt'))} a "
-        f"JOIN {AGG_T5.format(tvf=T5.format('rt'))} b ON a.id = b.id AND a.window_start = b.window_start "
-        "AND a.window_end = b.window_end"
+        "SELECT a.id, a.window_start, a.total, b.total AS r_total FROM "
+        f"{AGG_T5.format(tvf=T5.format('lt'))} a JOIN {AGG_T5.format(tvf=T5.format('rt'))} b ON "
+        "a.id = b.id AND a.window_start = b.window_start AND a.window_end = b.window_end"
     )
     plan = compile_query(sql, schemas=JOIN_SCHEMAS, watermark_delay="1 minute")
     assert plan.spark_sql == norm(
-        f"SELECT a.id, a.window_start, a.total, b.total AS r_total FROM {AGG_T5_OUT.format(t='lt')} AS a "
-        f"JOIN {AGG_T5_OUT.format(t='rt')} AS b ON a.id = b.id AND a.__w = b.__w"
+        "SELECT a.id, a.window_start, a.total, b.total AS r_total FROM "
+        f"{AGG_T5_OUT.format(t='lt')} AS a JOIN {AGG_T5_OUT.format(t='rt')} AS b ON a.id = b.id "
+        "AND a.__w = b.__w"
     )
     assert plan.kind == "append"
 
 
 FLIP_VIEW = """
-SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt, b.slr_buyer_cnt
-FROM (SELECT item_id, seller_id, window_start, window_end, SUM(price) AS sales, COUNT(DISTINCT user_id) AS item_buyer_cnt
-      FROM TABLE(CUMULATE(TABLE analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
+SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt,
+  b.slr_buyer_cnt
+FROM (SELECT item_id, seller_id, window_start, window_end, SUM(price) AS sales,
+        COUNT(DISTINCT user_id) AS item_buyer_cnt
+      FROM TABLE(CUMULATE(TABLE analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES,
+        INTERVAL '1' HOUR))
       GROUP BY item_id, seller_id, window_start, window_end) a
 LEFT JOIN (SELECT seller_id, window_start, window_end, COUNT(DISTINCT user_id) AS slr_buyer_cnt
-      FROM TABLE(CUMULATE(TABLE analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES, INTERVAL '1' HOUR))
+      FROM TABLE(CUMULATE(TABLE analytics.orders, DESCRIPTOR(pay_time), INTERVAL '10' MINUTES,
+        INTERVAL '1' HOUR))
       GROUP BY seller_id, window_start, window_end) b
 ON a.seller_id = b.seller_id AND a.window_start = b.window_start AND a.window_end = b.window_end"""
 ORDER_SCHEMAS = {
@@ -1000,12 +1055,13 @@ C1H_END = "__w.start + __k * INTERVAL '600' SECONDS"
 def test_rewrite_flip145_cumulate_aggregates_left_join():
     plan = compile_query(FLIP_VIEW, schemas=ORDER_SCHEMAS, watermark_delay="1 minute")
     assert plan.spark_sql == norm(
-        "SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt, b.slr_buyer_cnt "
-        f"FROM (SELECT item_id, seller_id, __w.start AS window_start, {C1H_END} AS window_end, SUM(price) AS sales, "
-        f"SIZE(COLLECT_SET(user_id)) AS item_buyer_cnt, __w, __k FROM {C1H} GROUP BY item_id, seller_id, __w, __k) AS a "
-        f"LEFT JOIN (SELECT seller_id, __w.start AS window_start, {C1H_END} AS window_end, "
-        f"SIZE(COLLECT_SET(user_id)) AS slr_buyer_cnt, __w, __k FROM {C1H} GROUP BY seller_id, __w, __k) AS b "
-        "ON a.seller_id = b.seller_id AND a.__w = b.__w AND a.__k = b.__k"
+        "SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt, "
+        f"b.slr_buyer_cnt FROM (SELECT item_id, seller_id, __w.start AS window_start, {C1H_END} AS "
+        "window_end, SUM(price) AS sales, SIZE(COLLECT_SET(user_id)) AS item_buyer_cnt, __w, __k "
+        f"FROM {C1H} GROUP BY item_id, seller_id, __w, __k) AS a LEFT JOIN (SELECT seller_id, "
+        f"__w.start AS window_start, {C1H_END} AS window_end, SIZE(COLLECT_SET(user_id)) AS "
+        f"slr_buyer_cnt, __w, __k FROM {C1H} GROUP BY seller_id, __w, __k) AS b ON a.seller_id = "
+        "b.seller_id AND a.__w = b.__w AND a.__k = b.__k"
     )
     assert plan.sources == ("analytics.orders",)
 
@@ -1014,8 +1070,8 @@ def test_rewrite_flip145_cumulate_aggregates_left_join():
 # whole): the join passes on its left side's __w, __k and the Top-N groups by them.
 
 FLIP_TOPN = (
-    "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY sales DESC, "
-    "item_id) AS rownum FROM {src}) WHERE rownum <= 3"
+    "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY "
+    "sales DESC, item_id) AS rownum FROM {src}) WHERE rownum <= 3"
 )
 
 
@@ -1042,10 +1098,10 @@ def test_window_topn_over_window_join_cte_and_subquery():
         "GROUP BY __w, __k)) WHERE rownum <= 3"
     )
     assert out.startswith(
-        "SELECT * FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT(__r.item_id AS item_id, "
-        "__r.seller_id AS seller_id, __r.window_start AS window_start, __r.window_end AS window_end, "
-        "__r.sales AS sales, __r.item_buyer_cnt AS item_buyer_cnt, __r.slr_buyer_cnt AS "
-        "slr_buyer_cnt, __i + 1 AS rownum))) FROM (SELECT __w, __k, SLICE(ARRAY_SORT("
+        "SELECT * FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT(__r.item_id AS "
+        "item_id, __r.seller_id AS seller_id, __r.window_start AS window_start, __r.window_end AS "
+        "window_end, __r.sales AS sales, __r.item_buyer_cnt AS item_buyer_cnt, __r.slr_buyer_cnt "
+        "AS slr_buyer_cnt, __i + 1 AS rownum))) FROM (SELECT __w, __k, SLICE(ARRAY_SORT("
     )
     # snapshot_equivalence: each aggregate drops late rows and keeps closed windows, once.
     emitted = cte.emitted_sql({"analytics.orders": "o"}, 0)

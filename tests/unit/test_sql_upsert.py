@@ -6,9 +6,15 @@ import pytest
 from dbt.adapters.spark_streaming.sql import SqlError, compile_query
 
 SCHEMAS = {"a.clicks": {"user": "string", "cTime": "timestamp", "url": "string"}}
-DEDUP = "SELECT {out} FROM (SELECT {cols}, ROW_NUMBER() OVER (PARTITION BY user ORDER BY {order}) AS rn FROM a.clicks{where}) WHERE {w}"
+DEDUP = (
+    "SELECT {out} FROM (SELECT {cols}, ROW_NUMBER() OVER (PARTITION BY user ORDER BY {order}) AS "
+    "rn FROM a.clicks{where}) WHERE {w}"
+)
 TUMBLE = "TABLE(TUMBLE(TABLE a.clicks, DESCRIPTOR(cTime), INTERVAL '1' HOUR))"
-WINDOWED = f"SELECT window_start, window_end, user, COUNT(url) AS n FROM {TUMBLE} GROUP BY window_start, window_end, user"
+WINDOWED = (
+    f"SELECT window_start, window_end, user, COUNT(url) AS n FROM {TUMBLE} GROUP BY window_start, "
+    "window_end, user"
+)
 
 
 def upsert(sql: str, **kw):
@@ -38,7 +44,8 @@ GOOD = [
         {},
         ("who",),
         "update",
-        "SELECT user AS who, COUNT(url) AS cnt, (COUNT(url) > 1) AS __keep FROM a.clicks GROUP BY user",
+        "SELECT user AS who, COUNT(url) AS cnt, (COUNT(url) > 1) AS __keep FROM a.clicks "
+        "GROUP BY user",
     ),
     (
         "SELECT user, url, COUNT(*) AS n FROM a.clicks GROUP BY 1, url",
@@ -59,9 +66,9 @@ GOOD = [
         {},
         ("user",),
         "update",
-        "SELECT * FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS rn FROM (SELECT "
-        "MAX(STRUCT(cTime AS __o0, user AS user, cTime AS cTime, url AS url)) AS __d FROM a.clicks GROUP BY user) "
-        "AS __d) WHERE rn = 1",
+        "SELECT * FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS rn FROM "
+        "(SELECT MAX(STRUCT(cTime AS __o0, user AS user, cTime AS cTime, url AS url)) AS __d FROM "
+        "a.clicks GROUP BY user) AS __d) WHERE rn = 1",
     ),
     (
         DEDUP.format(
@@ -70,9 +77,9 @@ GOOD = [
         {},
         ("user",),
         "update",
-        "SELECT user, url FROM (SELECT __d.user AS user, __d.url AS url, 1 AS rn FROM (SELECT MIN(STRUCT(cTime "
-        "AS __o0, user AS user, cTime AS cTime, url AS url)) AS __d FROM a.clicks WHERE url <> '' GROUP BY user) "
-        "AS __d) WHERE rn <= 1",
+        "SELECT user, url FROM (SELECT __d.user AS user, __d.url AS url, 1 AS rn FROM (SELECT "
+        "MIN(STRUCT(cTime AS __o0, user AS user, cTime AS cTime, url AS url)) AS __d FROM a.clicks "
+        "WHERE url <> '' GROUP BY user) AS __d) WHERE rn <= 1",
     ),
     # NULLs where MAX / MIN would not put them: a flag orders them first
     (
@@ -80,27 +87,28 @@ GOOD = [
         {},
         ("user",),
         "update",
-        "SELECT * FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS rn FROM (SELECT "
-        "MAX(STRUCT(cTime IS NULL AS __n0, cTime AS __o0, user AS user, cTime AS cTime, url AS url)) AS __d "
-        "FROM a.clicks GROUP BY user) AS __d) WHERE rn = 1",
+        "SELECT * FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS rn FROM "
+        "(SELECT MAX(STRUCT(cTime IS NULL AS __n0, cTime AS __o0, user AS user, cTime AS cTime, "
+        "url AS url)) AS __d FROM a.clicks GROUP BY user) AS __d) WHERE rn = 1",
     ),
     (
         WINDOWED,
         {},
         ("window_start", "window_end", "user"),
         "append",
-        "SELECT __w.start AS window_start, __w.end AS window_end, user, COUNT(url) AS n FROM (SELECT *, "
-        "WINDOW(cTime, '3600 seconds', '3600 seconds', '0 seconds') AS __w FROM a.clicks WATERMARK cTime DELAY "
-        "OF INTERVAL '60' SECONDS) AS clicks GROUP BY __w, user",
+        "SELECT __w.start AS window_start, __w.end AS window_end, user, COUNT(url) AS n FROM "
+        "(SELECT *, WINDOW(cTime, '3600 seconds', '3600 seconds', '0 seconds') AS __w FROM "
+        "a.clicks WATERMARK cTime DELAY OF INTERVAL '60' SECONDS) AS clicks GROUP BY __w, user",
     ),
     (
         WINDOWED + " HAVING COUNT(url) > 2",
         {"emit_early": True},
         ("window_start", "window_end", "user"),
         "update",
-        "SELECT __w.start AS window_start, __w.end AS window_end, user, COUNT(url) AS n, (COUNT(url) > 2) AS "
-        "__keep FROM (SELECT *, WINDOW(cTime, '3600 seconds', '3600 seconds', '0 seconds') AS __w FROM a.clicks "
-        "WATERMARK cTime DELAY OF INTERVAL '60' SECONDS) AS clicks GROUP BY __w, user",
+        "SELECT __w.start AS window_start, __w.end AS window_end, user, COUNT(url) AS n, "
+        "(COUNT(url) > 2) AS __keep FROM (SELECT *, WINDOW(cTime, '3600 seconds', '3600 seconds', "
+        "'0 seconds') AS __w FROM a.clicks WATERMARK cTime DELAY OF INTERVAL '60' SECONDS) AS "
+        "clicks GROUP BY __w, user",
     ),
     (
         "SELECT user, url FROM a.clicks WHERE url <> ''",
@@ -126,8 +134,8 @@ def test_topn_without_window_streams_rows_and_reranks_them_with_the_table():
     assert (plan.upsert.unique_key, plan.output_mode) == (("user", "rn"), "append")
     assert plan.spark_sql == "SELECT user, cTime, url FROM a.clicks WHERE url <> ''"  # stateless
     ranked = (
-        "SELECT * FROM (SELECT user, cTime, url, ROW_NUMBER() OVER (PARTITION BY user ORDER BY cTime DESC, "
-        "user, url) AS rn FROM {}) WHERE rn <= 3"
+        "SELECT * FROM (SELECT user, cTime, url, ROW_NUMBER() OVER (PARTITION BY user ORDER BY "
+        "cTime DESC, user, url) AS rn FROM {}) WHERE rn <= 3"
     )  # every column breaks ties
     assert plan.rank_sql_for("v") == ranked.format("v AS __rank_input")
     assert plan.emitted_sql({"a.clicks": "src"}, 0) == ranked.format(
@@ -181,7 +189,8 @@ BAD = [
         "outer SELECT is not SELECT *",
     ),
     (
-        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY user ORDER BY cTime) AS rn FROM a.clicks)",
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY user ORDER BY cTime) AS rn "
+        "FROM a.clicks)",
         {},
         "SSV131",
         "without a filter",
@@ -199,7 +208,8 @@ BAD = [
         "computed columns",
     ),
     (
-        "SELECT n, COUNT(*) FROM (SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY user) GROUP BY n",
+        "SELECT n, COUNT(*) FROM (SELECT user, COUNT(*) AS n FROM a.clicks GROUP BY "
+        "user) GROUP BY n",
         {},
         "SSV131",
         "nested below the top-level",
@@ -272,9 +282,9 @@ def test_aggregate_over_an_upsert_table_counts_changes_with_a_sign():
     )
     assert plan.spark_sql == (
         f"SELECT cnt, SUM(__s) AS users, CASE WHEN {present} > 0 THEN SUM((cnt) * __s) END AS s, "
-        f"CASE WHEN {present} > 0 THEN SUM((cnt) * __s) / {present} END AS a, SUM(IF(NOT user IS NULL, __s, 0)) "
-        "AS u, (SUM(__s) > 0 AND SUM(__s) > 1) AS __keep FROM (SELECT *, IF(_op IN ('+I', '+U'), 1, -1) AS __s "
-        "FROM a.cpu_changelog) AS cpu WHERE cnt > 0 GROUP BY cnt"
+        f"CASE WHEN {present} > 0 THEN SUM((cnt) * __s) / {present} END AS a, SUM(IF(NOT user IS "
+        "NULL, __s, 0)) AS u, (SUM(__s) > 0 AND SUM(__s) > 1) AS __keep FROM (SELECT *, IF(_op IN "
+        "('+I', '+U'), 1, -1) AS __s FROM a.cpu_changelog) AS cpu WHERE cnt > 0 GROUP BY cnt"
     )
 
 
@@ -301,7 +311,8 @@ def test_aggregate_over_an_upsert_table_counts_changes_with_a_sign():
         ),
         ("SELECT user FROM a.cpu", "upsert_table", "SSV141", "does not aggregate it with GROUP BY"),
         (
-            "SELECT c.cnt, COUNT(*) FROM a.cpu AS c JOIN a.cpu AS d ON c.user = d.user GROUP BY c.cnt",
+            "SELECT c.cnt, COUNT(*) FROM a.cpu AS c JOIN a.cpu AS d ON c.user = d.user "
+            "GROUP BY c.cnt",
             "upsert_table",
             "SSV141",
             "no joins",
@@ -397,7 +408,8 @@ def test_join_of_two_streams_without_window_is_refused():
 def test_state_ttl_keeps_partials_in_delta():
     plan = upsert(
         "SELECT user, COUNT(url) AS clicks, MAX(cTime) AS last, AVG(LENGTH(url)) AS len, "
-        "COUNT(DISTINCT url) AS urls FROM a.clicks WHERE url <> '' GROUP BY user HAVING COUNT(*) > 1",
+        "COUNT(DISTINCT url) AS urls FROM a.clicks WHERE url <> '' GROUP BY user HAVING "
+        "COUNT(*) > 1",
         state_ttl="12 hours",
         constant_domain=[],
     )
@@ -413,16 +425,17 @@ def test_state_ttl_keeps_partials_in_delta():
         "FROM a.clicks WHERE url <> ''"
     )  # stateless: no Spark state at all
     assert plan.partials_sql_for("partial", "b") == (
-        "SELECT __k0, COUNT(__a0) AS __p0, MAX(__a1) AS __p1, SUM(__a2) AS __p2s, COUNT(__a2) AS __p2c, "
-        "COLLECT_SET(__a4) AS __p4, COUNT(*) AS __p5 FROM b AS __dss_batch GROUP BY __k0"
+        "SELECT __k0, COUNT(__a0) AS __p0, MAX(__a1) AS __p1, SUM(__a2) AS __p2s, COUNT(__a2) AS "
+        "__p2c, COLLECT_SET(__a4) AS __p4, COUNT(*) AS __p5 FROM b AS __dss_batch GROUP BY __k0"
     )
     assert plan.partials_sql_for("merge", "p") == (
-        "SELECT __k0, SUM(__p0) AS __p0, MAX(__p1) AS __p1, SUM(__p2s) AS __p2s, SUM(__p2c) AS __p2c, "
-        "ARRAY_DISTINCT(FLATTEN(COLLECT_LIST(__p4))) AS __p4, SUM(__p5) AS __p5 FROM p AS __dss_partials GROUP BY __k0"
+        "SELECT __k0, SUM(__p0) AS __p0, MAX(__p1) AS __p1, SUM(__p2s) AS __p2s, SUM(__p2c) AS "
+        "__p2c, ARRAY_DISTINCT(FLATTEN(COLLECT_LIST(__p4))) AS __p4, SUM(__p5) AS __p5 FROM p AS "
+        "__dss_partials GROUP BY __k0"
     )
     assert plan.partials_sql_for("final", "m") == (
-        "SELECT __k0 AS user, __p0 AS clicks, __p1 AS last, CAST(__p2s AS DOUBLE) / NULLIF(__p2c, 0) AS len, "
-        "SIZE(__p4) AS urls, (__p5 > 1) AS __keep FROM m AS __dss_merged"
+        "SELECT __k0 AS user, __p0 AS clicks, __p1 AS last, CAST(__p2s AS DOUBLE) / NULLIF(__p2c, "
+        "0) AS len, SIZE(__p4) AS urls, (__p5 > 1) AS __keep FROM m AS __dss_merged"
     )
     # the oracle is still the query as written
     assert "GROUP BY user" in plan.emitted_sql({}, 0) and "__keep" in plan.emitted_sql({}, 0)
@@ -439,8 +452,8 @@ def test_state_ttl_on_dedup_and_pipelines():
         "AS __a0 FROM a.clicks"
     )
     assert dedup.partials_sql_for("final", "m") == (
-        "SELECT user, url FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS rn FROM "
-        "(SELECT __p0 AS __d FROM m AS __dss_merged) AS __d) WHERE rn = 1"
+        "SELECT user, url FROM (SELECT __d.user AS user, __d.cTime AS cTime, __d.url AS url, 1 AS "
+        "rn FROM (SELECT __p0 AS __d FROM m AS __dss_merged) AS __d) WHERE rn = 1"
     )
     pipeline = downstream(
         "SELECT cnt, COUNT(*) AS users FROM a.cpu GROUP BY cnt",

@@ -56,7 +56,8 @@ def test_changes_and_exactly_once(tmp_path):
         == 2
     )
     assert table_rows(path) == sorted([(d1, "a", 1), (d1, None, 2)], key=str)
-    # NULL key updated, "a" unchanged (no change logged), d2 now kept, (d1, "a") repeated: the last wins
+    # NULL key updated, "a" unchanged (no change logged), d2 now kept, (d1, "a") repeated: the
+    # last wins
     n = sink.commit(
         batch([(d1, None, 5), (d2, "a", 4), (d1, "a", 7), (d1, "a", 1)], [True, True, True, True]),
         1,

@@ -31,20 +31,27 @@ EVENTS_V2_CSV = """id,name,part,updated_at
 
 DIM = """
 {{ config(materialized='table', partition_by='part', grants={'select': ['analyst']},
-          post_hook="create or replace temporary view {{ this.identifier }}_hooked as select count(*) as n from {{ this }}") }}
+          post_hook="create or replace temporary view {{ this.identifier }}_hooked \
+as select count(*) as n from {{ this }}") }}
 select id, name, part from {{ ref('events') }}
 """
 DIM_VIEW = "{{ config(materialized='view') }} select id, upper(name) as name from {{ ref('dim') }}"
 INC_MERGE = """
-{{ config(materialized='incremental', unique_key='id', on_schema_change=var('osc', 'append_new_columns')) }}
-select id, name{% if var('extra', false) %}, length(name) as name_len{% endif %} from {{ ref('events') }}
+{{ config(materialized='incremental', unique_key='id', on_schema_change=var('osc', \
+'append_new_columns')) }}
+select id, name{% if var('extra', false) %}, length(name) as name_len{% endif %} \
+from {{ ref('events') }}
 """
 INC_OVERWRITE = """
-{{ config(materialized='incremental', incremental_strategy='insert_overwrite', partition_by='part') }}
+{{ config(materialized='incremental', incremental_strategy='insert_overwrite', \
+partition_by='part') }}
 select id, name, part from {{ ref('events') }}
 """
 # A batch model over a streaming model's Delta table.
-STREAM = "{{ config(materialized='streaming_view') }} select id, name from {{ ref('events') }} where id > 1"
+STREAM = (
+    "{{ config(materialized='streaming_view') }} "
+    "select id, name from {{ ref('events') }} where id > 1"
+)
 FROM_STREAM = "{{ config(materialized='table') }} select count(*) as n from {{ ref('stream') }}"
 
 SCHEMA_YML = """

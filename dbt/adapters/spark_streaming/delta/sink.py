@@ -1,26 +1,27 @@
-"""Exactly-once commits of micro-batches to a Delta table.
+"""Delta commits of files written by Spark tasks: exactly-once micro-batches, appends and
+replacements.
 
-Each batch is written in two phases: parquet files first, then one Delta commit that
-adds them and records the app transaction ``(app_id, batch_id)`` plus our metadata. A
-replayed batch (Spark re-runs the last batch after a crash) whose id the table's
-transaction already covers is skipped, so a crash anywhere loses nothing and duplicates
-nothing. Files of a batch that crashed before its commit are never referenced.
+Each micro-batch is written in two phases, as Spark's FileStreamSink and Delta's DeltaSink do:
+the executors write its Parquet files (delta/writer.py; only their names, sizes and statistics
+come back), then this process makes one Delta commit that adds them and records the app
+transaction ``(app_id, batch_id)`` plus our metadata. A replayed batch (Spark re-runs the last
+batch after a crash) whose id the table's transaction already covers is skipped, so a crash
+anywhere loses nothing and duplicates nothing. The files of an attempt that crashed before its
+commit are never referenced; they are named after their batch and deleted when the batch is
+committed again.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
-import uuid
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Transaction
-from deltalake.transaction import AddAction
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from ..faults import fault_point
+from .writer import absolute, write_files
 
 META_KEY = "dbt_spark_streaming"  # commitInfo key holding our JSON metadata
 
@@ -54,62 +55,98 @@ def commit_history(path: str) -> list[dict]:
     return out
 
 
-def _stats(t: pa.Table) -> str:
-    mins, maxs = {}, {}
-    for name in t.column_names:
-        col = t.column(name)
-        if t.num_rows and (
-            pa.types.is_integer(col.type)
-            or pa.types.is_floating(col.type)
-            or pa.types.is_string(col.type)
-        ):
-            mm = pc.min_max(col)
-            if mm["min"].is_valid:
-                mins[name], maxs[name] = mm["min"].as_py(), mm["max"].as_py()
-    nulls = {n: t.column(n).null_count for n in t.column_names}
-    return json.dumps(
-        {"numRecords": t.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+def add_actions(files: list[dict]) -> list[AddAction]:
+    """Delta add actions for files written by `writer.write_files` (unpartitioned)."""
+    now = int(time.time() * 1000)
+    return [AddAction(f["path"], f["size"], {}, now, True, f["stats"]) for f in files]
+
+
+def append_files(path: str, files: list[dict], schema, properties: CommitProperties) -> None:
+    """Commit `files` to the Delta table at `path` as one append (`schema`: the table's)."""
+    DeltaTable(path).create_write_transaction(
+        add_actions(files), mode="append", schema=schema, commit_properties=properties
     )
 
 
+def replace_files(path: str, files: list[dict], schema: pa.Schema) -> None:
+    """Make `files` the whole content of the table at `path` in one commit, creating the table
+    or changing its schema if need be (unpartitioned). The same schema: an overwrite that
+    removes every current file (the table keeps its id and properties). A new table, a new
+    schema or partitioning: CREATE OR REPLACE with the table's properties (delta-rs's overwrite
+    transaction would write a schema without upgrading the protocol it needs)."""
+    new = Schema.from_arrow(schema)
+    if DeltaTable.is_deltatable(path):
+        dt = DeltaTable(path)
+        same = dt.schema().to_json() == new.to_json() and not dt.metadata().partition_columns
+        if same:
+            dt.create_write_transaction(add_actions(files), mode="overwrite", schema=new)
+            return
+        configuration = dt.metadata().configuration
+    else:
+        configuration = None
+    create_table_with_add_actions(
+        path, new, add_actions(files), mode="overwrite", configuration=configuration
+    )
+
+
+def remove_orphans(path: str, prefix: str, keep: set[str]) -> list[str]:
+    """Delete the data files at the table's root whose names start with `prefix`, except `keep`
+    and any file the table references: the files of an attempt at a micro-batch that crashed
+    before its commit. Returns their names."""
+    import pyarrow.fs as pafs
+
+    fs, root = pafs.FileSystem.from_uri(absolute(path))
+    referenced = set(pa.table(DeltaTable(path).get_add_actions()).column("path").to_pylist())
+    gone = [
+        info.base_name
+        for info in fs.get_file_info(pafs.FileSelector(root, recursive=False))
+        if info.type == pafs.FileType.File
+        and info.base_name.startswith(prefix)
+        and info.base_name not in keep
+        and info.base_name not in referenced
+    ]
+    for name in gone:
+        fs.delete_file(f"{root.rstrip('/')}/{name}")
+    return gone
+
+
+def batch_prefix(batch_id: int) -> str:
+    """The name prefix of the data files of micro-batch `batch_id`."""
+    return f"part-{batch_id:05d}-"
+
+
 class BatchCommitter:
-    """Commits foreachBatch output to the Delta table at `path`, exactly once per batch id."""
+    """Commits foreachBatch output to the Delta table at `path`, exactly once per batch id:
+    Spark tasks write the files (delta/writer.py), this process commits them."""
 
     def __init__(self, path: str, app_id: str, schema: pa.Schema):
         self.path, self.app_id, self.schema = path, app_id, schema
+        self._swept = False  # orphans of a crashed attempt are looked for once per run
 
     def committed(self, batch_id: int) -> bool:
         last = DeltaTable(self.path).transaction_version(self.app_id)
         return last is not None and batch_id <= last
 
-    def commit(self, table: pa.Table, batch_id: int, metadata: dict) -> int:
-        """Append `table` as the commit of `batch_id`; returns the number of rows written."""
-        table = table.cast(self.schema)
+    def commit(self, batch_df, batch_id: int, metadata: dict) -> int:
+        """Append the rows of `batch_df` (a Spark DataFrame) as the commit of `batch_id`;
+        returns the number of rows written."""
         fault_point("before_write", batch_id)
-        actions = []
-        if table.num_rows:
-            name = f"part-{batch_id:05d}-{uuid.uuid4()}.snappy.parquet"
-            pq.write_table(table, os.path.join(self.path, name), compression="snappy")
-            actions.append(
-                AddAction(
-                    name,
-                    os.path.getsize(os.path.join(self.path, name)),
-                    {},
-                    int(time.time() * 1000),
-                    True,
-                    _stats(table),
-                )
-            )
+        files = write_files(batch_df, self.path, self.schema, batch_prefix(batch_id))
         fault_point("during_write", batch_id)
-        dt = DeltaTable(self.path)
-        dt.create_write_transaction(
-            actions,
-            mode="append",
-            schema=self.schema,
-            commit_properties=CommitProperties(
+        if not self._swept:
+            # Only the first batch of a run can be the replay of one that crashed mid-write:
+            # Spark re-runs that batch first. (Files of task attempts that failed and were
+            # retried in a run that went on are left to VACUUM: nothing references them.)
+            remove_orphans(self.path, batch_prefix(batch_id), {f["path"] for f in files})
+            self._swept = True
+        append_files(
+            self.path,
+            files,
+            self.schema,
+            CommitProperties(
                 app_transactions=[Transaction(self.app_id, batch_id)],
                 custom_metadata={META_KEY: json.dumps(metadata)},
             ),
         )
         fault_point("after_delta_commit", batch_id)
-        return table.num_rows
+        return sum(f["rows"] for f in files)

@@ -1,8 +1,8 @@
 """dbt's batch materializations on the Delta warehouse: `table`, `incremental`, `snapshot`.
 
 Spark computes the model's SELECT (reading every relation through the catalog, at its latest
-Delta version); the result is collected as Arrow and written by delta-rs, each write one
-Delta commit, so readers (and streaming models) see the old table or the new one, never a mix:
+Delta version); each write is one Delta commit, so readers (and streaming models) see the old
+table or the new one, never a mix:
 
 - table: an overwrite with the new schema and `partition_by` (a new Delta version; the old
   ones stay readable with time travel until vacuumed);
@@ -11,13 +11,17 @@ Delta commit, so readers (and streaming models) see the old table or the new one
   the table's columns per `on_schema_change`;
 - snapshot: dbt's snapshot MERGE (close the changed rows' current version, insert new ones).
 
-The rows pass through the driver as Arrow: right for dimension, reporting and snapshot
-tables, not for rebuilding very large tables.
+Where the rows go: a `table` and an `append` into an unpartitioned table are written by Spark
+tasks, one Parquet file each (delta/writer.py), and only the files' metadata reaches the driver,
+which commits them. The other writes collect the rows to the driver as Arrow for delta-rs
+(partitioned tables, MERGE, insert_overwrite, snapshots, an append that adds columns, nested
+column types): right for dimension, reporting and snapshot tables, not for very large ones.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Optional
@@ -25,9 +29,11 @@ from typing import Any, Optional
 import pyarrow as pa
 from dbt.adapters.contracts.connection import AdapterResponse
 from dbt_common.exceptions import CompilationError
-from deltalake import DeltaTable, Schema, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Schema, write_deltalake
 
 from ..delta import types
+from ..delta.sink import append_files, replace_files
+from ..delta.writer import write_files
 from ..errors import StreamingError, config_error
 from .catalog import Catalog
 
@@ -40,19 +46,46 @@ SOURCE, TARGET = "dbt_internal_source", "dbt_internal_dest"
 Columns = list  # [(name, Spark SQL type)]
 
 
-def query(spark, sql: str) -> tuple[pa.Table, Columns]:
-    """Run `sql` in Spark: its rows as Arrow (every column nullable, as Delta columns are) and
-    its columns. A bare NULL column (Spark type void) becomes a string: Delta has no null type."""
+def _frame(spark, sql: str):
+    """The DataFrame of `sql` and its columns. A bare NULL column (Spark type void) is a string:
+    Delta has no null type."""
     df = spark.sql(sql)
     columns = [
         (f.name, "string" if f.dataType.simpleString() == "void" else f.dataType.simpleString())
         for f in df.schema.fields
     ]
+    return df, columns
+
+
+def _collect(df) -> pa.Table:
+    """`df`'s rows on the driver as Arrow, every column nullable (as Delta columns are)."""
     data = df.toArrow()
     schema = pa.schema(
         [pa.field(f.name, pa.string() if pa.types.is_null(f.type) else f.type) for f in data.schema]
     )
-    return data.cast(schema), columns
+    return data.cast(schema)
+
+
+def query(spark, sql: str) -> tuple[pa.Table, Columns]:
+    """Run `sql` in Spark: its rows as Arrow on the driver, and its columns."""
+    df, columns = _frame(spark, sql)
+    return _collect(df), columns
+
+
+def _tasks_write(columns: Columns, partitions: list[str]) -> bool:
+    """Whether Spark tasks can write these rows (delta/writer.py): unpartitioned, and every
+    column of a type with a known Arrow type (no nested types)."""
+    try:
+        types.arrow_schema(columns)
+    except TypeError:
+        return False
+    return not partitions
+
+
+def _write(df, path: str, columns: Columns) -> tuple[list[dict], pa.Schema]:
+    """Spark tasks write `df`'s rows as `columns` into files at `path` (not yet committed)."""
+    schema = types.arrow_schema(columns)
+    return write_files(df, path, schema, f"part-{uuid.uuid4().hex[:8]}-"), schema
 
 
 def _q(name: str) -> str:
@@ -108,16 +141,16 @@ def write_table(
     spark, catalog: Catalog, schema: str, identifier: str, sql: str, partition_by: Any = None
 ) -> AdapterResponse:
     """(Re)build the Delta table from `sql`: one overwrite commit, new schema and partitioning."""
-    data, columns = query(spark, sql)
+    path = catalog.location(schema, identifier)
+    df, columns = _frame(spark, sql)
     partitions = _as_list(partition_by)
     _check_partitions(partitions, columns, f"{schema}.{identifier}")
-    write_deltalake(
-        catalog.location(schema, identifier),
-        data,
-        mode="overwrite",
-        schema_mode="overwrite",
-        partition_by=partitions,
-    )
+    if _tasks_write(columns, partitions):
+        files, arrow = _write(df, path, columns)
+        replace_files(path, files, arrow)
+        return _done(catalog, schema, identifier, "CREATE TABLE", sum(f["rows"] for f in files))
+    data = _collect(df)
+    write_deltalake(path, data, mode="overwrite", schema_mode="overwrite", partition_by=partitions)
     return _done(catalog, schema, identifier, "CREATE TABLE", data.num_rows)
 
 
@@ -164,12 +197,10 @@ class IncrementalConfig:
         )
 
 
-def align(
-    path: str, data: pa.Table, columns: Columns, mode: str, label: str
-) -> tuple[pa.Table, bool]:
-    """Align the new rows with the table's columns per `on_schema_change` (`mode`). Returns the
-    rows and whether the write must add columns to the table. sync_all_columns first rewrites
-    the table with the new columns (a commit of its own)."""
+def align(path: str, columns: Columns, mode: str, label: str) -> tuple[Columns, bool]:
+    """The columns the new rows take to match the table per `on_schema_change` (`mode`), and
+    whether the write must add columns to the table. sync_all_columns first rewrites the table
+    with the new columns (a commit of its own)."""
     existing = types.table_columns(path)
     have = {n.lower(): (n, t) for n, t in existing}
     new = {n.lower(): (n, t) for n, t in columns}
@@ -177,19 +208,20 @@ def align(
     removed = [have[k] for k in have if k not in new]
     changed = [(have[k], new[k]) for k in new if k in have and have[k][1] != new[k][1]]
     if not (added or removed or changed) or mode == "ignore":
-        return project(data, existing), False
+        return existing, False
     if mode == "fail":  # a compilation error, as dbt's own on_schema_change='fail' raises
         raise CompilationError(
             StreamingError(
                 "SSD403",
                 f"the columns of incremental model {label} changed",
-                f"Got: added {added}, removed {removed}, retyped {changed} / Expected: the table's columns {existing}",
-                "Set on_schema_change to 'append_new_columns' or 'sync_all_columns', or rebuild the "
-                "table with `dbt run --full-refresh`.",
+                f"Got: added {added}, removed {removed}, retyped {changed} / "
+                f"Expected: the table's columns {existing}",
+                "Set on_schema_change to 'append_new_columns' or 'sync_all_columns', or rebuild "
+                "the table with `dbt run --full-refresh`.",
             ).msg
         )
     if mode == "append_new_columns":
-        return project(data, existing + added), bool(added)
+        return existing + added, bool(added)
     # sync_all_columns: the table takes the query's columns; old rows keep what they can.
     old = DeltaTable(path)
     partitions = [p for p in old.metadata().partition_columns if p.lower() in new]
@@ -200,7 +232,7 @@ def align(
         schema_mode="overwrite",
         partition_by=partitions,
     )
-    return project(data, columns), False
+    return columns, False
 
 
 def _literal(value: Any) -> str:
@@ -234,8 +266,19 @@ def run_incremental(
     cfg = IncrementalConfig.from_config(config)
     label = f"{schema}.{identifier}"
     path = catalog.location(schema, identifier)
-    data, columns = query(spark, sql)
-    data, evolve = align(path, data, columns, cfg.on_schema_change, label)
+    df, columns = _frame(spark, sql)
+    target, evolve = align(path, columns, cfg.on_schema_change, label)
+    table = DeltaTable(path)
+    if (
+        cfg.strategy == "append"
+        and not evolve
+        and _tasks_write(target, table.metadata().partition_columns)
+    ):
+        files, _ = _write(df, path, target)
+        if files:  # nothing new: no commit
+            append_files(path, files, table.schema(), CommitProperties())
+        return _done(catalog, schema, identifier, "APPEND", sum(f["rows"] for f in files))
+    data = project(_collect(df), target)
     schema_mode = "merge" if evolve else None
     if cfg.strategy == "append":
         write_deltalake(path, data, mode="append", schema_mode=schema_mode)
@@ -244,7 +287,7 @@ def run_incremental(
             [f"{SOURCE}.{_q(k)} = {TARGET}.{_q(k)}" for k in cfg.unique_key]
             + [f"({p})" for p in cfg.incremental_predicates]
         )
-        merger = DeltaTable(path).merge(
+        merger = table.merge(
             source=data, predicate=on, source_alias=SOURCE, target_alias=TARGET, merge_schema=evolve
         )
         if cfg.merge_update_columns:
@@ -255,7 +298,7 @@ def run_incremental(
             merger = merger.when_matched_update_all(except_cols=cfg.merge_exclude_columns or None)
         merger.when_not_matched_insert_all().execute()
     else:  # insert_overwrite: replace the partitions the new rows fall in (or the whole table)
-        partitions = cfg.partition_by or DeltaTable(path).metadata().partition_columns
+        partitions = cfg.partition_by or table.metadata().partition_columns
         if not partitions:
             write_deltalake(path, data, mode="overwrite", schema_mode=schema_mode)
         elif data.num_rows:

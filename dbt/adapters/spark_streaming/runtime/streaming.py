@@ -395,6 +395,8 @@ def _run(
                 else committer[0].commit(rows, batch_id, meta, restarted)
             )
             committer[1].commit(merged, batch_id, batch_ts_ms - partials.ttl_ms)
+        elif isinstance(committer[0], BatchCommitter):  # its files are written by Spark tasks
+            count = committer[0].commit(batch_df, batch_id, meta)
         else:
             rows = (
                 upsert.rerank(plan, batch_df, build, keys, model.name)

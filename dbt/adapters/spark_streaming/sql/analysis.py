@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Mapping, Optional, Set, Tuple
+from typing import AbstractSet, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from sqlglot import exp
 
 from .dialect import PartitionedTable, WindowTVF
-from .errors import Position, SqlError
+from .errors import SqlError
 from .intervals import describe, interval_micros
 
 WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
@@ -20,11 +20,12 @@ _PARAMS = {
     "SESSION": (("DATA", "TIMECOL", "GAP"), 3),
 }
 _SIGNATURES = {
-    "TUMBLE": "TUMBLE(TABLE <table>, DESCRIPTOR(<time column>), <size interval> [, <offset interval>])",
+    "TUMBLE": "TUMBLE(TABLE <table>, DESCRIPTOR(<time column>), <size interval>"
+    " [, <offset interval>])",
     "HOP": "HOP(TABLE <table>, DESCRIPTOR(<time column>), <slide interval>, <size interval>"
     " [, <offset interval>])",
-    "CUMULATE": "CUMULATE(TABLE <table>, DESCRIPTOR(<time column>), <step interval>, <max size interval>"
-    " [, <offset interval>])",
+    "CUMULATE": "CUMULATE(TABLE <table>, DESCRIPTOR(<time column>), <step interval>,"
+    " <max size interval> [, <offset interval>])",
     "SESSION": "SESSION(TABLE <table> [PARTITION BY <column> | PARTITION BY (<column>, ...)],"
     " DESCRIPTOR(<time column>), <gap interval>)",
 }
@@ -48,24 +49,14 @@ class WindowSpec:
     partition_by: Tuple[str, ...] = ()
 
 
-def position_of(node: Optional[exp.Expr], sql: str) -> Position:
-    """(line, column), 1-based, of the first token of ``node`` in ``sql``, if known."""
-    if node is None:
-        return None
-    starts = [n.meta["start"] for n in node.walk() if isinstance(n.meta.get("start"), int)]
-    if not starts:
-        return None
-    start = min(starts)
-    return sql.count("\n", 0, start) + 1, start - sql.rfind("\n", 0, start)
-
-
 def table_key(table: exp.Table) -> str:
     """Lower-case 'schema.identifier' (or 'identifier') of a table reference; catalog dropped."""
     return ".".join(p for p in (table.db.lower(), table.name.lower()) if p)
 
 
 def own_nodes(scope: exp.Expr, *keys: str) -> Iterator[exp.Expr]:
-    """Nodes under ``scope`` (restricted to the args ``keys`` if given) not inside a nested query."""
+    """Nodes under ``scope`` (restricted to the args ``keys`` if given) not inside a nested
+    query."""
     roots: List[exp.Expr] = []
     if keys:
         for key in keys:
@@ -84,18 +75,18 @@ def own_nodes(scope: exp.Expr, *keys: str) -> Iterator[exp.Expr]:
         stack.extend(reversed(list(node.iter_expressions())))
 
 
-def _bad_args(tvf: WindowTVF, sql: str, why: str, node: Optional[exp.Expr] = None) -> SqlError:
+def _bad_args(tvf: WindowTVF, why: str, node: Optional[exp.Expr] = None) -> SqlError:
     return SqlError(
         "SSV102",
         f"invalid arguments to window TVF {tvf.function}",
         why,
         f"Call it as TABLE({_SIGNATURES[tvf.function]}); named arguments "
         f"({', '.join(_PARAMS[tvf.function][0])}) may follow the positional ones.",
-        position_of(node if node is not None else tvf.this, sql),
+        node if node is not None else tvf.this,
     )
 
 
-def bind_arguments(tvf: WindowTVF, sql: str) -> Dict[str, exp.Expr]:
+def bind_arguments(tvf: WindowTVF) -> Dict[str, exp.Expr]:
     """Map a TVF's positional and named arguments to parameter names (SSV102 on error)."""
     names, required = _PARAMS[tvf.function]
     bound: Dict[str, exp.Expr] = {}
@@ -105,53 +96,49 @@ def bind_arguments(tvf: WindowTVF, sql: str) -> Dict[str, exp.Expr]:
             seen_named = True
             name = arg.this.name.upper()
             if name not in names:
-                raise _bad_args(tvf, sql, f"unknown named argument {name}", arg)
+                raise _bad_args(tvf, f"unknown named argument {name}", arg)
             if name in bound:
-                raise _bad_args(tvf, sql, f"argument {name} is given twice", arg)
+                raise _bad_args(tvf, f"argument {name} is given twice", arg)
             bound[name] = arg.expression
         else:
             if seen_named:
-                raise _bad_args(tvf, sql, "a positional argument follows a named one", arg)
+                raise _bad_args(tvf, "a positional argument follows a named one", arg)
             if i >= len(names):
-                raise _bad_args(tvf, sql, f"too many arguments ({len(tvf.expressions)})", arg)
+                raise _bad_args(tvf, f"too many arguments ({len(tvf.expressions)})", arg)
             bound[names[i]] = arg
     missing = [n for n in names[:required] if n not in bound]
     if missing:
-        raise _bad_args(tvf, sql, f"missing argument(s) {', '.join(missing)}")
+        raise _bad_args(tvf, f"missing argument(s) {', '.join(missing)}")
     return bound
 
 
-def _interval(tvf: WindowTVF, sql: str, bound: Dict[str, exp.Expr], name: str) -> int:
+def _interval(tvf: WindowTVF, bound: Dict[str, exp.Expr], name: str) -> int:
     node = bound[name]
     us = interval_micros(node)
     if us is None:
         raise _bad_args(
             tvf,
-            sql,
             f"{name} must be an interval literal such as INTERVAL '10' MINUTES, "
             f"got {node.sql(dialect='spark')}",
             node,
         )
     if name != "OFFSET" and us <= 0:
-        raise _bad_args(
-            tvf, sql, f"{name} must be a positive interval, got {node.sql('spark')}", node
-        )
+        raise _bad_args(tvf, f"{name} must be a positive interval, got {node.sql('spark')}", node)
     return us
 
 
-def _sizes(tvf: WindowTVF, sql: str, bound: Dict[str, exp.Expr]) -> Tuple[int, int, int]:
+def _sizes(tvf: WindowTVF, bound: Dict[str, exp.Expr]) -> Tuple[int, int, int]:
     """(size, slide or step, offset) of a TVF in microseconds, checked against each other."""
     if tvf.function == "SESSION":
-        gap = _interval(tvf, sql, bound, "GAP")
+        gap = _interval(tvf, bound, "GAP")
         return gap, gap, 0
-    size = _interval(tvf, sql, bound, "SIZE")
+    size = _interval(tvf, bound, "SIZE")
     step_name = {"HOP": "SLIDE", "CUMULATE": "STEP"}.get(tvf.function)
-    slide = _interval(tvf, sql, bound, step_name) if step_name else size
-    offset = _interval(tvf, sql, bound, "OFFSET") if "OFFSET" in bound else 0
-    if size % slide:
+    slide = _interval(tvf, bound, step_name) if step_name else size
+    offset = _interval(tvf, bound, "OFFSET") if "OFFSET" in bound else 0
+    if step_name and size % slide:  # (without a step, slide is size)
         raise _bad_args(
             tvf,
-            sql,
             f"{tvf.function} size ({describe(size)}) must be a whole multiple of "
             f"its {step_name.lower()} ({describe(slide)})",
             bound["SIZE"],
@@ -162,7 +149,6 @@ def _sizes(tvf: WindowTVF, sql: str, bound: Dict[str, exp.Expr]) -> Tuple[int, i
     if abs(offset) >= limit:
         raise _bad_args(
             tvf,
-            sql,
             f"the absolute OFFSET ({describe(abs(offset))}) must be smaller than "
             f"the window {label} ({describe(limit)})",
             bound["OFFSET"],
@@ -172,7 +158,6 @@ def _sizes(tvf: WindowTVF, sql: str, bound: Dict[str, exp.Expr]) -> Tuple[int, i
 
 def _partition_keys(
     tvf: WindowTVF,
-    sql: str,
     source: str,
     columns: Mapping[str, Tuple[str, str]],
     keys: List[exp.Expr],
@@ -187,7 +172,7 @@ def _partition_keys(
                 f"PARTITION BY must list columns of {source}; it has "
                 f"{', '.join(c for c, _ in columns.values())}",
                 "Name input columns, e.g. TABLE t PARTITION BY (item, region).",
-                position_of(key, sql),
+                key,
             )
         name = columns[key.name.lower()][0]
         if name not in names:
@@ -195,30 +180,29 @@ def _partition_keys(
     return tuple(names)
 
 
-def analyse_tvf(tvf: WindowTVF, sql: str, schemas: Mapping[str, Mapping[str, str]]) -> WindowSpec:
+def analyse_tvf(tvf: WindowTVF, schemas: Mapping[str, Mapping[str, str]]) -> WindowSpec:
     """Validate one window TVF against ``schemas`` and return its WindowSpec."""
-    bound = bind_arguments(tvf, sql)
+    bound = bind_arguments(tvf)
     data, timecol = bound["DATA"], bound["TIMECOL"]
     keys: List[exp.Expr] = []
     if isinstance(data, PartitionedTable):
         if tvf.function != "SESSION":
             raise _bad_args(
                 tvf,
-                sql,
                 f"PARTITION BY is only allowed for SESSION, not {tvf.function}",
                 data.expressions[0],
             )
         data, keys = data.this, list(data.expressions)
     if not isinstance(data, exp.Table) or not isinstance(data.this, exp.Identifier):
-        raise _bad_args(tvf, sql, "DATA must be TABLE <name> (e.g. TABLE analytics.bids)", data)
+        raise _bad_args(tvf, "DATA must be TABLE <name> (e.g. TABLE analytics.bids)", data)
     if not (
         isinstance(timecol, exp.Anonymous)
         and timecol.name.upper() == "DESCRIPTOR"
         and len(timecol.expressions) == 1
         and isinstance(timecol.expressions[0], exp.Column)
     ):
-        raise _bad_args(tvf, sql, "TIMECOL must be DESCRIPTOR(<time column>)", timecol)
-    size, slide, offset = _sizes(tvf, sql, bound)
+        raise _bad_args(tvf, "TIMECOL must be DESCRIPTOR(<time column>)", timecol)
+    size, slide, offset = _sizes(tvf, bound)
     source = table_key(data)
     # `schemas` is looked up by key only (keys are lower-case names): the adapter's mapping
     # reads a table's schema from Delta on demand.
@@ -226,9 +210,11 @@ def analyse_tvf(tvf: WindowTVF, sql: str, schemas: Mapping[str, Mapping[str, str
         raise SqlError(
             "SSV104",
             f"unknown input table {source} for window TVF {tvf.function}",
-            "there is no Delta table by that name, and its columns are needed to check the time column",
-            "Run `dbt seed` or the upstream model first, or declare the source's `meta: {location: ...}`.",
-            position_of(data, sql),
+            "there is no Delta table by that name, and its columns are needed to check the time "
+            "column",
+            "Run `dbt seed` or the upstream model first, or declare the source's "
+            "`meta: {location: ...}`.",
+            data,
         )
     columns = {c.lower(): (c, str(t)) for c, t in schemas[source].items()}
     col_node = timecol.expressions[0]
@@ -240,7 +226,7 @@ def analyse_tvf(tvf: WindowTVF, sql: str, schemas: Mapping[str, Mapping[str, str
             f"DESCRIPTOR must name a timestamp column of the input table; {source} has "
             f"{', '.join(c for c, _ in columns.values())}",
             "Name one of those columns in DESCRIPTOR(...).",
-            position_of(col_node, sql),
+            col_node,
         )
     ctype = columns[col][1].strip().lower()
     if ctype not in TIMESTAMP_TYPES:
@@ -249,9 +235,9 @@ def analyse_tvf(tvf: WindowTVF, sql: str, schemas: Mapping[str, Mapping[str, str
             f"time column {columns[col][0]} of {source} has type {ctype}",
             "window TVFs need an event-time column of type timestamp or timestamp_ntz",
             "Use a timestamp column, or cast it in an upstream model.",
-            position_of(col_node, sql),
+            col_node,
         )
-    partition_by = _partition_keys(tvf, sql, source, columns, keys)
+    partition_by = _partition_keys(tvf, source, columns, keys)
     return WindowSpec(
         source, columns[col][0], tvf.function.lower(), size, slide, offset, partition_by
     )
@@ -315,7 +301,7 @@ class Classification:
 
 
 def classify(
-    tree: exp.Expr, tvfs: List[WindowTVF], sql: str, join_scopes: Set[int] = frozenset()
+    tree: exp.Expr, tvfs: List[WindowTVF], join_scopes: AbstractSet[int] = frozenset()
 ) -> Classification:
     """Find window aggregates (SSV107 on half-grouped windows) and decide append vs updating.
 
@@ -340,7 +326,7 @@ def classify(
                 "window joins (two window TVFs in one SELECT) are not supported yet",
                 "only one window TVF per SELECT can be rewritten to a Spark window() column",
                 "Aggregate each window in its own model or CTE and join the results.",
-                position_of(scope_tvfs[1].this, sql),
+                scope_tvfs[1].this,
             )
         if not is_aggregating(select):
             continue
@@ -352,17 +338,18 @@ def classify(
                     "not supported yet",
                     "Spark structured streaming cannot compute exact distinct "
                     "aggregates; COUNT(DISTINCT x) is rewritten to SIZE(COLLECT_SET(x))",
-                    "Deduplicate in an upstream model, or use COUNT(DISTINCT x) / approx_count_distinct(x).",
-                    position_of(node, sql),
+                    "Deduplicate in an upstream model, or use COUNT(DISTINCT x) / "
+                    "approx_count_distinct(x).",
+                    node,
                 )
         aggregating = True
         group = select.args.get("group")
         keys = set()
         if scope_tvfs and group:
             keys = {window_key(g, scope_tvfs[0]) for g in group.expressions} - {None}
-        if "window_start" in keys and "window_end" in keys:
+        if group and "window_start" in keys and "window_end" in keys:
             if scope_tvfs[0].function == "SESSION":
-                _check_session_keys(scope_tvfs[0], group, sql)
+                _check_session_keys(scope_tvfs[0], group)
             window_aggs[id(scope_tvfs[0])] = select
             continue
         if keys & {"window_start", "window_end"}:
@@ -373,7 +360,7 @@ def classify(
                 "a window aggregate must group by both window_start and window_end of its window"
                 " TVF (FLIP-145) so that each window is emitted exactly once",
                 "Add window_start and window_end to the GROUP BY.",
-                position_of(group, sql),
+                group,
             )
         if reason is None:
             names = {
@@ -409,7 +396,7 @@ def classify(
     return Classification(kind, window_aggs, aggregating, reason)
 
 
-def _check_session_keys(tvf: WindowTVF, group: exp.Group, sql: str) -> None:
+def _check_session_keys(tvf: WindowTVF, group: exp.Group) -> None:
     """SSV121 unless a SESSION window aggregate groups by exactly its PARTITION BY keys.
 
     Spark merges sessions per GROUP BY key, while Flink merges them per partition key: the
@@ -435,5 +422,5 @@ def _check_session_keys(tvf: WindowTVF, group: exp.Group, sql: str) -> None:
         f"GROUP BY must list exactly those keys. Got: {shown}; Expected: {expected}",
         "List the same columns in SESSION(TABLE t PARTITION BY (...), ...) and in the GROUP BY "
         "(next to window_start and window_end).",
-        position_of(others[0] if others else group, sql),
+        others[0] if others else group,
     )

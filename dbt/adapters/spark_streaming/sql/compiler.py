@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from typing import List, Mapping, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, List, Mapping, Optional, Sequence, Set, Tuple
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from . import oracle
-from .analysis import WindowSpec, analyse_tvf, classify, position_of, table_key
+from .analysis import WindowSpec, analyse_tvf, classify, table_key
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .intervals import parse_duration
@@ -69,11 +69,15 @@ class QueryPlan:
     def output_mode(self) -> str:
         """Spark's output mode: 'update' for updating upsert_table queries whose state Spark keeps,
         else 'append' (the stream of a query with partials in Delta only projects)."""
-        return UPDATE if self.updating and self.upsert.partials is None else "append"
+        upsert = self.upsert
+        return UPDATE if self.updating and upsert and upsert.partials is None else "append"
 
     def partials_sql_for(self, step: str, view: str) -> str:
-        """A state_ttl step's batch SQL ('partial', 'merge' or 'final'; sql/state.py) over ``view``."""
-        spec = self.upsert.partials
+        """A state_ttl step's batch SQL ('partial', 'merge' or 'final'; sql/state.py) over
+        ``view``."""
+        spec = self.upsert.partials if self.upsert is not None else None
+        if spec is None:
+            raise ValueError("the query keeps no partials in Delta (no state_ttl)")
         sql, placeholder = {
             "partial": (spec.partial_sql, BATCH_INPUT),
             "merge": (spec.merge_sql, PARTIALS_INPUT),
@@ -99,8 +103,9 @@ class QueryPlan:
             return _generate(self._bound(bindings, self._oracle))
         updating = self.updating
         tree = oracle.emitted(self._bound(bindings), watermark_us, closed=not updating)
-        if updating and self.upsert.keep_column:
-            tree = oracle.kept(tree, self.upsert.keep_column)
+        keep = self.upsert.keep_column if self.upsert is not None else None
+        if updating and keep:
+            tree = oracle.kept(tree, keep)
         return _generate(tree)
 
     def late_rows_sql(self, bindings: Mapping[str, str]) -> List[str]:
@@ -110,7 +115,10 @@ class QueryPlan:
 
     def rank_sql_for(self, view: str) -> str:
         """A Top-N's re-ranking query (sql/upsert.py rewrite_rank) over the view ``view``."""
-        return _generate(self._bound({RANK_INPUT: view}, _parse(self.upsert.rank_sql)))
+        rank_sql = self.upsert.rank_sql if self.upsert is not None else None
+        if rank_sql is None:
+            raise ValueError("the query is not a Top-N without a window")
+        return _generate(self._bound({RANK_INPUT: view}, _parse(rank_sql)))
 
     def _bound(self, bindings: Mapping[str, str], tree: Optional[exp.Expr] = None) -> exp.Expr:
         tree = (
@@ -156,7 +164,7 @@ def _parse(sql: str) -> exp.Expr:
             why,
             "Fix the syntax; window TVFs are written TABLE(TUMBLE(TABLE <table>, "
             "DESCRIPTOR(<time column>), INTERVAL '10' MINUTES)).",
-            pos,
+            position=pos,
         ) from None
     except TokenError as e:
         raise SqlError(
@@ -208,7 +216,7 @@ def _normalize_sources(tree: exp.Expr) -> Tuple[str, ...]:
     return tuple(seen)
 
 
-def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()) -> None:
+def _check_unsupported(tree: exp.Expr, allowed: AbstractSet[int] = frozenset()) -> None:
     for arg, label in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
         node = tree.args.get(arg)
         if node is not None:
@@ -218,7 +226,7 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
                 "a streaming result is unbounded and is never complete, so it cannot be "
                 "sorted or truncated",
                 f"Remove the {label}; order or limit when querying the model's output.",
-                position_of(node, sql),
+                node,
             )
     for node in tree.find_all(exp.Version):
         raise SqlError(
@@ -229,7 +237,7 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
             "with every version of the other table's rows instead of the one valid at its time",
             "Join on a window (a window join of two TVFs), list the table in `dimensions` to "
             "join its latest version, or join the versioned table's rows in a batch model.",
-            position_of(node, sql),
+            node,
         )
     for node in tree.find_all(exp.Window):
         if id(node) in allowed:
@@ -239,13 +247,14 @@ def _check_unsupported(tree: exp.Expr, sql: str, allowed: Set[int] = frozenset()
             "window functions (OVER ...) are not supported yet",
             "Spark structured streaming cannot evaluate OVER clauses on streams; only a window "
             "Top-N is (ROW_NUMBER(), RANK() or DENSE_RANK() OVER (PARTITION BY window_start, "
-            "window_end [, keys] ORDER BY ...) AS rownum in a subquery filtered by rownum <= N, over "
-            "the rows of a TUMBLE, HOP or CUMULATE TVF, over a window aggregate of one, or over an "
-            "INNER, LEFT or RIGHT window join of two window aggregates partitioned by the window of "
-            "its left (RIGHT: right) side, in a subquery of its FROM or a CTE used only there)",
+            "window_end [, keys] ORDER BY ...) AS rownum in a subquery filtered by rownum <= N, "
+            "over the rows of a TUMBLE, HOP or CUMULATE TVF, over a window aggregate of one, or "
+            "over an INNER, LEFT or RIGHT window join of two window aggregates partitioned by the "
+            "window of its left (RIGHT: right) side, in a subquery of its FROM or a CTE used only "
+            "there)",
             "Use a window TVF aggregate (TABLE(TUMBLE(...)) grouped by window_start, "
             "window_end), a window Top-N, or compute it in a batch model.",
-            position_of(node, sql),
+            node,
         )
 
 
@@ -269,7 +278,8 @@ def _parse_duration_config(
         raise SqlError(
             code,
             f"invalid {name} {value!r}",
-            f"it must be a {'positive' if minimum_us else 'non-negative'} duration made of <number> <unit> parts",
+            f"it must be a {'positive' if minimum_us else 'non-negative'} duration made of "
+            "<number> <unit> parts",
             f"Set {name} like '1 minute', '30 seconds', '2 hours' or {example}.",
         )
     return us
@@ -301,17 +311,17 @@ def compile_query(
         "state_ttl", state_ttl, "SSV152", minimum_us=1, example="'7 days'"
     )
     tree = _parse(sql)
-    rewrite_retractions(tree, changelogs, materialization, sql)
+    rewrite_retractions(tree, changelogs, materialization)
     inline_ranked_ctes(tree)
-    topns = window_topns(tree, sql)
+    topns = window_topns(tree)
     found = dedups(tree, topns) if materialization == UPSERT_TABLE else []
-    _check_unsupported(tree, sql, {id(t.window) for t in topns} | {id(d.window) for d in found})
+    _check_unsupported(tree, {id(t.window) for t in topns} | {id(d.window) for d in found})
     rewrite_distinct_counts(tree)
     tvfs = list(tree.find_all(WindowTVF))
     tvfs.sort(key=lambda t: t.this.meta.get("start", 0))
-    specs = [analyse_tvf(tvf, sql, schemas) for tvf in tvfs]
-    joins = window_joins(tree, tvfs, specs, sql)
-    cls = classify(tree, tvfs, sql, {id(j.scope) for j in joins})
+    specs = [analyse_tvf(tvf, schemas) for tvf in tvfs]
+    joins = window_joins(tree, tvfs, specs)
+    cls = classify(tree, tvfs, {id(j.scope) for j in joins})
     if materialization == STREAMING_VIEW:
         if cls.kind == "updating":
             why, node = cls.updating_reason or ("the query is updating", None)
@@ -321,11 +331,11 @@ def compile_query(
                 why + "; a streaming_view only appends rows that never change",
                 "Use materialized='upsert_table' for updating results, or aggregate over a "
                 "window TVF grouped by window_start and window_end.",
-                position_of(node, sql),
+                node,
             )
-    check_joins(tree, sql, {id(j.scope) for j in joins}, dimensions)
+    check_joins(tree, {id(j.scope) for j in joins}, dimensions)
     upsert = (
-        analyse_upsert(tree, cls, found, topns, sql, unique_key, emit_early)
+        analyse_upsert(tree, cls, found, topns, unique_key, emit_early)
         if materialization == UPSERT_TABLE
         else None
     )
@@ -334,36 +344,34 @@ def compile_query(
         raise SqlError(
             "SSV105",
             "windowed query (window aggregate, Top-N, join or SESSION) without a watermark delay",
-            "a window is complete, emitted finally and dropped from state when the watermark passes "
-            "its end, so the stream needs to know how late rows may arrive",
+            "a window is complete, emitted finally and dropped from state when the watermark "
+            "passes its end, so the stream needs to know how late rows may arrive",
             "Set watermark_delay in the model config (e.g. watermark_delay='1 minute').",
-            position_of(
-                next(iter(cls.window_aggregates.values()), tree).args.get("group")
-                or (topns[0].window if topns else None),
-                sql,
-            ),
+            next(iter(cls.window_aggregates.values()), tree).args.get("group")
+            or (topns[0].window if topns else None),
         )
     for dedup in found:
         if dedup.limit == 1:
-            rewrite_dedup(dedup, schemas, sql)
+            rewrite_dedup(dedup, schemas)
     sources = _normalize_sources(tree)
     rewrite_tvfs(
         tvfs, specs, cls.window_aggregates, schemas, delay_us, {id(t.tvf): t for t in topns}, joins
     )
-    ranked = None
-    if found and found[0].limit > 1:
-        tree, rank, ranked = rewrite_rank(tree, found[0], schemas, sql)
+    ranked: Optional[exp.Expr] = None
+    if found and found[0].limit != 1:  # a Top-N (analyse_upsert refused a dedup without limit)
+        assert upsert is not None
+        tree, rank, ranked = rewrite_rank(tree, found[0], schemas)
         upsert = replace(upsert, rank_sql=_generate(rank))
     stream = None
     scope = unbounded_aggregate(
         tree,
-        sql,
         updating=upsert is not None and upsert.output_mode == UPDATE,
         constant_domain=constant_domain,
         state_ttl=ttl_us is not None,
     )
     if scope is not None:
-        stream, partials = split_aggregate(tree, scope, sql, ttl_us // 1000)
+        assert ttl_us is not None and upsert is not None  # (a scope is returned only then)
+        stream, partials = split_aggregate(tree, scope, ttl_us // 1000)
         upsert = replace(upsert, partials=partials)
     spark_sql = _generate(stream or tree)
     identity = spark_sql if upsert is None else f"{spark_sql}\n{upsert}"  # the key and mode too

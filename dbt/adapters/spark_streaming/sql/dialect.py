@@ -8,7 +8,9 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
 from sqlglot.parsers.spark import SparkParser
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
+
+from .errors import record_positions
 
 TVF_NAMES = frozenset({"TUMBLE", "HOP", "CUMULATE", "SESSION"})
 
@@ -36,7 +38,8 @@ class WindowTVF(exp.Expression):
 
 
 class PartitionedTable(exp.Expression):
-    """``TABLE t PARTITION BY k`` / ``TABLE t PARTITION BY (k1, k2)``: a SESSION TVF's DATA argument.
+    """``TABLE t PARTITION BY k`` / ``TABLE t PARTITION BY (k1, k2)``: a SESSION TVF's DATA
+    argument.
 
     ``this`` is the ``exp.Table``; ``expressions`` the partition keys as written.
     """
@@ -59,7 +62,15 @@ def _is_watermark_keyword(token: Any) -> bool:
 
 
 class SparkStreamingParser(SparkParser):
-    """Spark parser that also understands window TVFs and the WATERMARK clause."""
+    """Spark parser that also understands window TVFs and the WATERMARK clause, and records
+    where each node is in the SQL (errors.py: SqlError positions)."""
+
+    def parse(self, raw_tokens: List[Token], sql: str) -> List[Optional[exp.Expr]]:
+        trees = super().parse(raw_tokens, sql)
+        for tree in trees:
+            if tree is not None:
+                record_positions(tree, sql)
+        return trees
 
     def _tvf_ahead(self) -> bool:
         toks = self._tokens
@@ -103,7 +114,8 @@ class SparkStreamingParser(SparkParser):
                     keys = self._parse_csv(self._parse_assignment)
                     self._match_r_paren()
                 else:
-                    keys = [self._parse_assignment()]
+                    key = self._parse_assignment()
+                    keys = [key] if key is not None else []  # none: PartitionedTable refuses it
                 value = self.expression(PartitionedTable(this=value, expressions=keys))
         else:
             value = self._parse_assignment()

@@ -110,13 +110,15 @@ def _split(us: int) -> Tuple[int, str]:
 
 
 def duration_string(us: int) -> str:
-    """A Spark duration string for ``window()``: 'N seconds', 'N milliseconds' or 'N microseconds'."""
+    """A Spark duration string for ``window()``: 'N seconds', 'N milliseconds' or
+    'N microseconds'."""
     n, unit = _split(us)
     return f"{n} {unit}"
 
 
 def describe(us: int) -> str:
-    """Human-readable duration for messages, e.g. '10 minutes', '-90 seconds', '1500 microseconds'."""
+    """Human-readable duration for messages, e.g. '10 minutes', '-90 seconds',
+    '1500 microseconds'."""
     for unit in ("week", "day", "hour", "minute", "second", "millisecond", "microsecond"):
         per = _US_PER_UNIT[unit]
         if us % per == 0:

@@ -5,7 +5,8 @@ wrapped in a subquery that projects and filters its rows, or both window aggrega
 TVFs (subqueries grouping by both window bounds, FLIP-145's cumulative example)::
 
     SELECT ... FROM (SELECT * FROM TABLE(TUMBLE(TABLE l, DESCRIPTOR(ts), INTERVAL '5' MINUTES))) L
-    [INNER | LEFT | RIGHT | FULL] JOIN TABLE(TUMBLE(TABLE r, DESCRIPTOR(ts), INTERVAL '5' MINUTES)) R
+    [INNER | LEFT | RIGHT | FULL] JOIN
+      TABLE(TUMBLE(TABLE r, DESCRIPTOR(ts), INTERVAL '5' MINUTES)) R
     ON L.k = R.k AND L.window_start = R.window_start AND L.window_end = R.window_end [AND ...]
 
 Both TVFs must be the same kind with the same sizes and offset (SSV122), and the ON must equate
@@ -28,7 +29,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from sqlglot import exp
 
-from .analysis import WINDOW_COLUMNS, WindowSpec, is_aggregating, position_of, tvf_alias, window_key
+from .analysis import WINDOW_COLUMNS, WindowSpec, is_aggregating, tvf_alias, window_key
 from .dialect import WindowTVF
 from .errors import SqlError
 from .intervals import describe
@@ -71,8 +72,8 @@ class WindowJoin:
     end: exp.EQ
 
 
-def _unsupported(what: str, why: str, fix: str, node: exp.Expr, sql: str) -> SqlError:
-    return SqlError("SSV108", what, why, fix, position_of(node, sql))
+def _unsupported(what: str, why: str, fix: str, node: exp.Expr) -> SqlError:
+    return SqlError("SSV108", what, why, fix, node)
 
 
 def _groups_by_window(select: exp.Select, tvf: WindowTVF) -> bool:
@@ -118,7 +119,8 @@ def window_side(node: exp.Expr) -> Optional[JoinSide]:
 
 
 def side_bound(col: exp.Expr, side: JoinSide) -> Optional[str]:
-    """'window_start' / 'window_end' if ``col`` is ``<side alias>.<that window bound of the side>``."""
+    """'window_start' / 'window_end' if ``col`` is ``<side alias>.<that window bound of the
+    side>``."""
     if not isinstance(col, exp.Column) or col.table.lower() != side.alias.lower():
         return None
     name = col.name.lower()
@@ -144,10 +146,9 @@ def conjuncts(node: Optional[exp.Expr]) -> List[exp.Expr]:
     return [node]
 
 
-def _bound_equality(cond: exp.Expr, sides: Tuple[JoinSide, JoinSide]) -> Optional[str]:
-    """The bound ``cond`` equates between the two sides (``L.window_end = R.window_end``), if any."""
-    if not isinstance(cond, exp.EQ):
-        return None
+def _bound_equality(cond: exp.EQ, sides: Tuple[JoinSide, JoinSide]) -> Optional[str]:
+    """The bound ``cond`` equates between the two sides (``L.window_end = R.window_end``), if
+    any."""
     for a, b in ((cond.this, cond.expression), (cond.expression, cond.this)):
         left, right = side_bound(a, sides[0]), side_bound(b, sides[1])
         if left is not None and left == right:
@@ -155,9 +156,7 @@ def _bound_equality(cond: exp.Expr, sides: Tuple[JoinSide, JoinSide]) -> Optiona
     return None
 
 
-def _check_same_windows(
-    sides: Tuple[JoinSide, JoinSide], specs: Mapping[int, WindowSpec], sql: str
-) -> None:
+def _check_same_windows(sides: Tuple[JoinSide, JoinSide], specs: Mapping[int, WindowSpec]) -> None:
     """SSV122 unless both sides are the same TVF kind with the same sizes and offset."""
     left, right = (specs[id(s.tvf)] for s in sides)
 
@@ -165,7 +164,9 @@ def _check_same_windows(
         sizes = (
             (spec.slide_us, spec.size_us) if spec.kind in ("hop", "cumulate") else (spec.size_us,)
         )
-        text = ", ".join(f"{n} {describe(v)}" for n, v in zip(_SIZE_NAMES[spec.kind], sizes))
+        text = ", ".join(
+            f"{n} {describe(v)}" for n, v in zip(_SIZE_NAMES[spec.kind], sizes, strict=True)
+        )
         return f"{spec.kind.upper()} ({text}" + (
             f", offset {describe(spec.offset_us)})" if spec.offset_us else ")"
         )
@@ -179,14 +180,14 @@ def _check_same_windows(
         raise SqlError(
             "SSV122",
             "the two inputs of a window join have different windows",
-            f"rows join only within the same window, so both sides must use the same window TVF with "
-            f"the same sizes and offset. Got: {shown(right)}; Expected: {shown(left)}",
+            "rows join only within the same window, so both sides must use the same window TVF "
+            f"with the same sizes and offset. Got: {shown(right)}; Expected: {shown(left)}",
             "Use the same TVF and intervals on both sides of the join.",
-            position_of(sides[1].tvf.this, sql),
+            sides[1].tvf.this,
         )
 
 
-def _check_on(join: exp.Join, sides: Tuple[JoinSide, JoinSide], sql: str) -> Tuple[exp.EQ, exp.EQ]:
+def _check_on(join: exp.Join, sides: Tuple[JoinSide, JoinSide]) -> Tuple[exp.EQ, exp.EQ]:
     """The ON conjuncts equating window_start and window_end (SSV107 if one is missing, SSV123 on
     a column not qualified by a side's alias)."""
     on = join.args.get("on")
@@ -195,13 +196,15 @@ def _check_on(join: exp.Join, sides: Tuple[JoinSide, JoinSide], sql: str) -> Tup
             raise SqlError(
                 "SSV123",
                 f"column {col.sql(dialect='spark')} in the ON of a window join is not qualified",
-                "a window join's ON must say which input each column comes from: conditions on one input "
-                "decide which rows an outer join emits at once",
+                "a window join's ON must say which input each column comes from: conditions on "
+                "one input decide which rows an outer join emits at once",
                 f"Write {sides[0].alias}.{col.name} or {sides[1].alias}.{col.name}.",
-                position_of(col, sql),
+                col,
             )
     found: Dict[str, exp.EQ] = {}
     for cond in conjuncts(on):
+        if not isinstance(cond, exp.EQ):
+            continue
         bound = _bound_equality(cond, sides)
         if bound is not None:
             found.setdefault(bound, cond)
@@ -211,17 +214,15 @@ def _check_on(join: exp.Join, sides: Tuple[JoinSide, JoinSide], sql: str) -> Tup
         raise SqlError(
             "SSV107",
             f"window join does not equate {' and '.join(missing)} of its inputs",
-            "a window join joins rows of the same window only, so its ON must equate both window_start "
-            "and window_end of the two window TVFs (FLIP-145)",
+            "a window join joins rows of the same window only, so its ON must equate both "
+            "window_start and window_end of the two window TVFs (FLIP-145)",
             f"Add {' AND '.join(f'{a}.{m} = {b}.{m}' for m in missing)} to the ON.",
-            position_of(on if on is not None else join, sql),
+            on if on is not None else join,
         )
     return found["window_start"], found["window_end"]
 
 
-def _window_join(
-    scope: exp.Select, specs: Mapping[int, WindowSpec], sql: str
-) -> Optional[WindowJoin]:
+def _window_join(scope: exp.Select, specs: Mapping[int, WindowSpec]) -> Optional[WindowJoin]:
     joins = scope.args.get("joins") or []
     frm = scope.args.get("from_")
     if not joins or frm is None:
@@ -236,7 +237,6 @@ def _window_join(
             "only one window join per SELECT can be rewritten",
             "Join two window TVFs per SELECT (nest a second join in a subquery).",
             joins[1],
-            sql,
         )
     join = joins[0]
     kind = JOIN_TYPES.get((join.side.upper(), join.kind.upper()))
@@ -248,18 +248,19 @@ def _window_join(
             "window joins can be INNER, LEFT, RIGHT or FULL OUTER joins with an ON clause",
             "Use [INNER | LEFT | RIGHT | FULL] JOIN ... ON ....",
             join,
-            sql,
         )
-    pair = (sides[0], sides[1])
+    left, right = sides
+    assert left is not None and right is not None  # two inputs, at least two of them sides
+    pair = (left, right)
     for side in pair:
         if side.tvf.function == "SESSION":
             raise _unsupported(
                 "window joins of SESSION windows are not supported",
-                "sessions of the two inputs are "
-                "formed independently, so they have no common windows to join on (Flink refuses them too)",
-                "Join TUMBLE, HOP or CUMULATE windows, or join the sessions' aggregates in a batch model.",
+                "sessions of the two inputs are formed independently, so they have no common "
+                "windows to join on (Flink refuses them too)",
+                "Join TUMBLE, HOP or CUMULATE windows, or join the sessions' aggregates in a batch "
+                "model.",
                 side.tvf.this,
-                sql,
             )
     if is_aggregating(scope):
         raise _unsupported(
@@ -267,31 +268,29 @@ def _window_join(
             "only the joined rows themselves can be emitted by a streaming_view",
             "Aggregate each input before the join, or aggregate the join's model downstream.",
             scope.args.get("group") or scope,
-            sql,
         )
     if pair[0].aggregate != pair[1].aggregate:
         rows = pair[0] if pair[1].aggregate else pair[1]
         raise _unsupported(
             "a window join of a window aggregate with the rows of a window TVF is not supported",
-            "an aggregate emits a window when the watermark closes it, and by then the other side's "
-            "rows of that window have left the join's state",
+            "an aggregate emits a window when the watermark closes it, and by then the other "
+            "side's rows of that window have left the join's state",
             "Join two window aggregates, or the rows of two window TVFs.",
             rows.node,
-            sql,
         )
-    _check_same_windows(pair, specs, sql)
-    start, end = _check_on(join, pair, sql)
+    _check_same_windows(pair, specs)
+    start, end = _check_on(join, pair)
     return WindowJoin(scope, join, kind, pair, start, end)
 
 
 def window_joins(
-    tree: exp.Expr, tvfs: List[WindowTVF], specs: List[WindowSpec], sql: str
+    tree: exp.Expr, tvfs: List[WindowTVF], specs: List[WindowSpec]
 ) -> List[WindowJoin]:
     """Every window join of ``tree`` (see module docstring); SqlError on a malformed one."""
-    by_tvf = {id(t): s for t, s in zip(tvfs, specs)}
+    by_tvf = {id(t): s for t, s in zip(tvfs, specs, strict=True)}
     found = []
     for scope in list(tree.find_all(exp.Select)):
-        join = _window_join(scope, by_tvf, sql)
+        join = _window_join(scope, by_tvf)
         if join is not None:
             found.append(join)
     return found

@@ -26,7 +26,7 @@ from typing import Mapping, Optional
 
 from sqlglot import exp
 
-from .analysis import is_aggregating, own_nodes, position_of, table_key
+from .analysis import is_aggregating, own_nodes, table_key
 from .dialect import WindowTVF
 from .errors import SqlError
 
@@ -43,19 +43,19 @@ def updating_inputs(tree: exp.Expr, changelogs: Mapping[str, str]) -> list[exp.T
     ]
 
 
-def _refuse(upstream: str, why: str, node: Optional[exp.Expr], sql: str) -> SqlError:
+def _refuse(upstream: str, why: str, node: Optional[exp.Expr]) -> SqlError:
     return SqlError(
         "SSV141",
         f"this query cannot consume the updates of upsert_table {upstream}",
         why,
-        f"Over {upstream}, write a GROUP BY with COUNT, SUM or AVG (maintained from its changelog, "
-        f"retractions applied); or read {upstream}_changelog as an append-only stream; or make this "
-        "a batch model.",
-        position_of(node, sql),
+        f"Over {upstream}, write a GROUP BY with COUNT, SUM or AVG (maintained from its "
+        f"changelog, retractions applied); or read {upstream}_changelog as an append-only "
+        "stream; or make this a batch model.",
+        node,
     )
 
 
-def _signed(agg: exp.Expr, upstream: str, sql: str) -> exp.Expr:
+def _signed(agg: exp.Expr, upstream: str) -> exp.Expr:
     """The aggregate over signed changelog rows that equals ``agg`` over the table's rows."""
     sign = exp.column(SIGN)
     if isinstance(agg, exp.Count) and isinstance(agg.this, exp.Star):
@@ -66,7 +66,6 @@ def _signed(agg: exp.Expr, upstream: str, sql: str) -> exp.Expr:
             f"{agg.sql(dialect='spark')} cannot be retracted (only COUNT, SUM and AVG "
             "can: a row's removal is subtracted)",
             agg,
-            sql,
         )
     value = agg.this
     present = exp.Sum(
@@ -87,7 +86,7 @@ def _signed(agg: exp.Expr, upstream: str, sql: str) -> exp.Expr:
 
 
 def rewrite_retractions(
-    tree: exp.Expr, changelogs: Mapping[str, str], materialization: str, sql: str
+    tree: exp.Expr, changelogs: Mapping[str, str], materialization: str
 ) -> bool:
     """If ``tree`` reads an upsert_table, rewrite it in place to aggregate that table's changelog
     (see module docstring) and return True; SqlError if the query cannot."""
@@ -101,18 +100,23 @@ def rewrite_retractions(
             "SSV140",
             f"a streaming_view cannot read upsert_table {upstream}",
             f"{upstream}'s rows are updated and deleted, and a streaming_view only appends",
-            f"Use materialized='upsert_table' for an aggregate over it, read {upstream}_changelog, or "
-            "make this a batch model.",
-            position_of(table, sql),
+            "Use materialized='upsert_table' for an aggregate over it, read "
+            f"{upstream}_changelog, or make this a batch model.",
+            table,
         )
-    frm = tree.args.get("from_") if isinstance(tree, exp.Select) else None
-    if frm is None or frm.this is not table or tree.args.get("joins") or len(inputs) > 1:
+    frm = tree.args.get("from_")
+    if (
+        not isinstance(tree, exp.Select)
+        or frm is None
+        or frm.this is not table
+        or tree.args.get("joins")
+        or len(inputs) > 1
+    ):
         raise _refuse(
             upstream,
             "only a GROUP BY reading it directly in its FROM (no joins, subqueries or "
             "set operations) is maintained from its changelog",
             table,
-            sql,
         )
     if not tree.args.get("group") or not is_aggregating(tree):
         raise _refuse(
@@ -120,7 +124,6 @@ def rewrite_retractions(
             "the query does not aggregate it with GROUP BY, so it would have to update "
             "and delete rows one by one",
             tree,
-            sql,
         )
     if any(
         isinstance(n, (exp.Subquery, WindowTVF, exp.Window)) for n in tree.walk() if n is not tree
@@ -129,10 +132,9 @@ def rewrite_retractions(
             upstream,
             "subqueries, window TVFs and OVER are not maintained over its changes",
             tree,
-            sql,
         )
     for agg in [n for n in own_nodes(tree, "expressions", "having") if isinstance(n, exp.AggFunc)]:
-        agg.replace(_signed(agg, upstream, sql))
+        agg.replace(_signed(agg, upstream))
     sign = exp.If(
         this=exp.In(
             this=exp.column(OP_COLUMN),

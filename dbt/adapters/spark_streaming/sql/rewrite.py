@@ -1,4 +1,5 @@
-"""Rewrite window TVFs into Spark ``window()`` / ``session_window()`` derived tables (see package docstring)."""
+"""Rewrite window TVFs into Spark ``window()`` / ``session_window()`` derived tables (see the
+package docstring)."""
 
 from __future__ import annotations
 
@@ -308,7 +309,8 @@ def _topn_query(
 ) -> exp.Select:
     """A window Top-N as a window aggregate (grouping by ``__w``, so the watermark closes it)::
 
-        SELECT inline(transform(__top, (__r, __i) -> struct(__r.c AS c, ..., <window_*>, __i + 1 AS rownum)))
+        SELECT inline(transform(__top, (__r, __i) -> struct(__r.c AS c, ..., <window_*>,
+                                                             __i + 1 AS rownum)))
         FROM (SELECT __w [, __k], slice(array_sort(collect_list(struct(<order keys> AS __o0, ...,
                      <input columns>)), <comparator>), 1, N) AS __top
               FROM (<input>) AS t [WHERE ...] GROUP BY __w [, __k], <partition keys>)
@@ -388,6 +390,13 @@ def rewrite_distinct_counts(tree: exp.Expr) -> None:
             count.replace(exp.Anonymous(this="size", expressions=[values]))
 
 
+def _subquery_alias(select: exp.Select) -> Optional[exp.TableAlias]:
+    """The alias of the subquery ``select`` is the body of (a Top-N reads its input from one)."""
+    subquery = select.parent
+    assert subquery is not None
+    return subquery.args.get("alias")
+
+
 def _join_keys(spec: WindowSpec) -> List[str]:
     """What a window join side carries for the join condition in place of its window bounds."""
     return [WINDOW_STRUCT, STEP_INDEX] if spec.kind == "cumulate" else [WINDOW_STRUCT]
@@ -400,7 +409,7 @@ def _join_side_table(inner: exp.Select, columns: List[str], spec: WindowSpec) ->
     zero = exp.Interval(this=exp.Literal.string("0"), unit=exp.var("SECOND"))
     projections: List[exp.Expr] = []
     for c in columns:
-        col = exp.column(exp.to_identifier(c))
+        col: exp.Expr = exp.column(exp.to_identifier(c))
         if c == spec.time_column:
             col = exp.alias_(exp.Add(this=col, expression=zero), exp.to_identifier(c))
         projections.append(col)
@@ -495,11 +504,11 @@ def rewrite_tvfs(
     joins: Optional[List[WindowJoin]] = None,
 ) -> None:
     """Replace every window TVF in place by its Spark derived table."""
-    by_tvf = {id(t): s for t, s in zip(tvfs, specs)}
+    by_tvf = {id(t): s for t, s in zip(tvfs, specs, strict=True)}
     join_sides = {id(side.tvf) for j in joins or [] for side in j.sides if not side.aggregate}
     for join in joins or []:
         _rewrite_join_scope(join, by_tvf, schemas)
-    for tvf, spec in zip(tvfs, specs):
+    for tvf, spec in zip(tvfs, specs, strict=True):
         table, _ = tvf_data(tvf)
         assert table is not None  # analysis guarantees a TABLE argument
         inner = _windowed_input(spec, table, delay_us)
@@ -523,11 +532,10 @@ def rewrite_tvfs(
             derived = exp.Subquery(this=_projection_table(inner, columns, spec), alias=alias)
         tvf.replace(derived)
         if topn is not None:  # a Top-N over this window aggregate: rank its rows by __w [, __k]
-            assert scope is topn.aggregate
-            source = scope.parent
+            assert scope is not None and scope is topn.aggregate
             scope.set("expressions", [*scope.expressions, *_group_keys(spec)])
             topn.scope.replace(
-                _topn_query(topn, scope, source.args.get("alias"), list(topn.columns), spec)
+                _topn_query(topn, scope, _subquery_alias(scope), list(topn.columns), spec)
             )
     for topn in (topns or {}).values():
         if topn.join_side is None:
@@ -538,7 +546,7 @@ def rewrite_tvfs(
         # the micro-batch in which the aggregates close it.
         spec = by_tvf[id(topn.tvf)]
         join_scope = topn.aggregate
-        source = join_scope.parent
+        assert join_scope is not None  # the window join's SELECT
         join_scope.set(
             "expressions",
             [
@@ -547,5 +555,5 @@ def rewrite_tvfs(
             ],
         )
         topn.scope.replace(
-            _topn_query(topn, join_scope, source.args.get("alias"), list(topn.columns), spec)
+            _topn_query(topn, join_scope, _subquery_alias(join_scope), list(topn.columns), spec)
         )

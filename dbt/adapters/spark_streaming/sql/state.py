@@ -1,9 +1,9 @@
 """What state a streaming query keeps, and keeping a non-window aggregate's state in Delta.
 
-**Bounds** (``check_joins``, ``unbounded_aggregate``). Spark keeps state for stateful operators. A window aggregate,
-window Top-N, window join or SESSION drops a window's state when the watermark passes its
-end: bounded. Two other shapes grow forever with their keys (seed 000, "Bounding memory
-requirements"):
+**Bounds** (``check_joins``, ``unbounded_aggregate``). Spark keeps state for stateful
+operators. A window aggregate, window Top-N, window join or SESSION drops a window's state when
+the watermark passes its end: bounded. Two other shapes grow forever with their keys (seed 000,
+"Bounding memory requirements"):
 
 - a non-window aggregate (GROUP BY, SELECT DISTINCT, deduplication), one aggregate per key;
 - a join of two streams without a window, every row of both sides.
@@ -22,7 +22,8 @@ Flink's idle state retention (seed 001)::
 
     stream         SELECT <group keys> AS __k0.., <aggregate arguments> AS __a0.. FROM ... WHERE ...
     PARTIAL_SQL    SELECT __k0.., <partial>(__a0) AS __p0.. FROM <batch> GROUP BY __k0..
-    MERGE_SQL      SELECT __k0.., <merge>(__p0) AS __p0.. FROM <batch partials + stored> GROUP BY __k0..
+    MERGE_SQL      SELECT __k0.., <merge>(__p0) AS __p0.. FROM <batch partials + stored>
+                   GROUP BY __k0..
     FINAL_SQL      the query, its aggregating SELECT reading <merged> with each aggregate
                    replaced by <final>(__p0..) and each group key by __k0..
 
@@ -41,7 +42,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from sqlglot import exp
 
-from .analysis import is_aggregating, position_of, table_key
+from .analysis import is_aggregating, table_key
 from .errors import SqlError
 
 BATCH_INPUT = "__dss_batch"  # the micro-batch's projected rows
@@ -91,9 +92,7 @@ def _stream_inputs(tree: exp.Expr, dimensions: Sequence[str]) -> List[exp.Table]
     return out
 
 
-def check_joins(
-    tree: exp.Expr, sql: str, window_join_scopes: Set[int], dimensions: Sequence[str]
-) -> None:
+def check_joins(tree: exp.Expr, window_join_scopes: Set[int], dimensions: Sequence[str]) -> None:
     """SSV150 on a join of two streams that is not a window join (unbounded join state);
     SSC201 if config ``dimensions`` names a relation the query does not read."""
     read = [table_key(t) for t in _stream_inputs(tree, ())]
@@ -106,7 +105,8 @@ def check_joins(
             "invalid config `dimensions`",
             f"Got: {unknown!r} / Expected: names of relations the model's SQL reads: "
             + ", ".join(dict.fromkeys(read)),
-            "Set `dimensions` in the model's config() to the model or source names it joins as tables.",
+            "Set `dimensions` in the model's config() to the model or source names it joins as "
+            "tables.",
         )
     if len(_stream_inputs(tree, dimensions)) < 2:
         return
@@ -118,14 +118,15 @@ def check_joins(
             "a join of two streams without a window keeps unbounded state",
             "Spark keeps every row of both sides forever, waiting for matches (state_ttl does not "
             "apply to joins)",
-            "Join on a window (both sides TABLE(TUMBLE(...)), ON both window_start and window_end), or "
-            "list the side that is a table in config `dimensions` (joined at each batch, no state).",
-            position_of(join, sql),
+            "Join on a window (both sides TABLE(TUMBLE(...)), ON both window_start and "
+            "window_end), or list the side that is a table in config `dimensions` (joined at each "
+            "batch, no state).",
+            join,
         )
 
 
 def unbounded_aggregate(
-    tree: exp.Expr, sql: str, *, updating: bool, constant_domain: Sequence[str], state_ttl: bool
+    tree: exp.Expr, *, updating: bool, constant_domain: Sequence[str], state_ttl: bool
 ) -> Optional[exp.Select]:
     """The query's non-window aggregate whose state grows with its keys (``tree`` rewritten:
     window aggregates group by ``__w``): None if there is none or every key is declared in
@@ -152,11 +153,12 @@ def unbounded_aggregate(
     raise SqlError(
         "SSV150",
         f"{what} without a window keeps unbounded state",
-        f"Spark keeps one aggregate per {', '.join(undeclared) or 'key'} forever, and new values keep coming",
+        f"Spark keeps one aggregate per {', '.join(undeclared) or 'key'} forever, and new values "
+        "keep coming",
         "Aggregate over a window TVF (GROUP BY window_start, window_end, ...), declare "
         f"constant_domain: [{', '.join(undeclared)}] if its values are a fixed set, or set "
         "state_ttl: '7 days' (a key idle that long is dropped and starts afresh).",
-        position_of(scope.args.get("group") or scope, sql),
+        scope.args.get("group") or scope,
     )
 
 
@@ -179,14 +181,15 @@ def _group_keys(scope: exp.Select) -> List[exp.Expr]:
     return keys
 
 
-def _unsupported(what: str, node: exp.Expr, sql: str) -> SqlError:
+def _unsupported(what: str, node: exp.Expr) -> SqlError:
     return SqlError(
         "SSV151",
         f"{what} cannot be maintained with state_ttl",
-        "state_ttl keeps partial aggregates per key in Delta, which works for COUNT, SUM, MIN, MAX, "
-        "AVG and COUNT(DISTINCT) over plain GROUP BY keys",
-        "Rewrite with those aggregates, or drop state_ttl and declare constant_domain for the keys.",
-        position_of(node, sql),
+        "state_ttl keeps partial aggregates per key in Delta, which works for COUNT, SUM, MIN, "
+        "MAX, AVG and COUNT(DISTINCT) over plain GROUP BY keys",
+        "Rewrite with those aggregates, or drop state_ttl and declare constant_domain for the "
+        "keys.",
+        node,
     )
 
 
@@ -194,7 +197,7 @@ def _col(name: str) -> exp.Column:
     return exp.column(exp.to_identifier(name))
 
 
-def _fn(cls: type, arg: exp.Expr) -> exp.Expr:
+def _fn(cls: type, arg: Optional[exp.Expr]) -> exp.Expr:
     return cls(this=arg)
 
 
@@ -250,22 +253,24 @@ def _same(a: exp.Expr, b: exp.Expr) -> bool:
 
 
 def split_aggregate(
-    tree: exp.Expr, scope: exp.Select, sql: str, ttl_ms: int
+    tree: exp.Expr, scope: exp.Select, ttl_ms: int
 ) -> Tuple[exp.Select, PartialsSpec]:
     """The stream (stateless) and the batch SQL that maintain ``scope``, the query's one
     non-window aggregate, from partials kept in Delta (module docstring)."""
     if scope.args.get("having") is not None or any(
         scope.args.get(a) for a in ("qualify", "windows")
     ):
-        raise _unsupported("HAVING left on the aggregate", scope, sql)
+        raise _unsupported("HAVING left on the aggregate", scope)
     group = scope.args.get("group")
     if group is not None and any(group.args.get(a) for a in ("rollup", "cube", "grouping_sets")):
-        raise _unsupported("ROLLUP, CUBE and GROUPING SETS", group, sql)
+        raise _unsupported("ROLLUP, CUBE and GROUPING SETS", group)
     keys = _group_keys(scope)
     if not keys:
-        raise _unsupported("an aggregate without GROUP BY keys", scope, sql)
+        raise _unsupported("an aggregate without GROUP BY keys", scope)
     key_cols = [f"__k{i}" for i in range(len(keys))]
-    stream_cols: List[exp.Expr] = [exp.alias_(k.copy(), kc) for k, kc in zip(keys, key_cols)]
+    stream_cols: List[exp.Expr] = [
+        exp.alias_(k.copy(), kc) for k, kc in zip(keys, key_cols, strict=True)
+    ]
     partials: List[exp.Expr] = []
     merges: List[exp.Expr] = []
 
@@ -285,7 +290,7 @@ def split_aggregate(
             or agg.expressions
             or isinstance(agg.parent, exp.Filter)
         ):
-            raise _unsupported(f"aggregate {agg.sql(dialect='spark')}", agg, sql)
+            raise _unsupported(f"aggregate {agg.sql(dialect='spark')}", agg)
         j = len(partials)
         source = None
         if not isinstance(arg, exp.Star):
@@ -313,7 +318,7 @@ def split_aggregate(
             )  # as rewrite_distinct_counts writes it
         if isinstance(node, exp.AggFunc):
             return final_of(node)
-        for k, kc in zip(keys, key_cols):
+        for k, kc in zip(keys, key_cols, strict=True):
             if not isinstance(node, (exp.Alias, exp.Star)) and _same(node, k):
                 return _col(kc)
         return node
@@ -327,7 +332,6 @@ def split_aggregate(
             raise _unsupported(
                 f"column {stray[0].sql(dialect='spark')} (neither aggregated nor a GROUP BY key)",
                 proj,
-                sql,
             )
         outputs.append(exp.alias_(body, exp.to_identifier(name)))
 
@@ -367,10 +371,15 @@ def _path(tree: exp.Expr, node: exp.Expr) -> List[Callable[[exp.Expr], exp.Expr]
     """Steps that lead from ``tree`` to ``node`` in a copy of ``tree``."""
     steps = []
     while node is not tree:
-        parent, key, index = node.parent, node.arg_key, node.index
-        if index is None:
-            steps.append(lambda t, k=key: t.args[k])
-        else:
-            steps.append(lambda t, k=key, i=index: t.args[k][i])
+        parent, key = node.parent, node.arg_key
+        assert parent is not None and key is not None  # ``node`` is inside ``tree``
+        steps.append(_step(key, node.index))
         node = parent
     return list(reversed(steps))
+
+
+def _step(key: str, index: Optional[int]) -> Callable[[exp.Expr], exp.Expr]:
+    """The child ``args[key]`` (``args[key][index]`` in a list) of an expression."""
+    if index is None:
+        return lambda t: t.args[key]
+    return lambda t: t.args[key][index]

@@ -4,11 +4,11 @@ of a window TVF or over a window aggregate, filtered by the rank (rewrite.py rew
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Type
 
 from sqlglot import exp
 
-from .analysis import own_nodes, position_of, window_key
+from .analysis import own_nodes, window_key
 from .dialect import WindowTVF
 from .errors import SqlError
 from .joins import JOIN_TYPES, side_bound, window_side
@@ -73,10 +73,11 @@ def rownum_limit(where: Optional[exp.Where], rownum: str) -> Optional[int]:
     if isinstance(cond, exp.Between) and is_rownum(cond.this):
         low, high = _int_literal(cond.args["low"]), _int_literal(cond.args["high"])
         return high if low == 1 and high and high >= 1 else None
-    flipped = {exp.GTE: exp.LTE, exp.GT: exp.LT}
+    flipped: Dict[Type[exp.Binary], Type[exp.Binary]] = {exp.GTE: exp.LTE, exp.GT: exp.LT}
     if not isinstance(cond, (exp.LTE, exp.LT, exp.EQ, exp.GTE, exp.GT)):
         return None
-    left, right, kind = cond.this, cond.expression, type(cond)
+    kind: Type[exp.Binary] = type(cond)
+    left, right = cond.this, cond.expression
     if not is_rownum(left):
         if kind not in flipped and kind is not exp.EQ:
             return None
@@ -140,13 +141,13 @@ def _join_of_aggregates(select: exp.Select) -> Optional[Tuple[WindowTVF, str, Di
     frm = select.args.get("from_")
     if len(joins) != 1 or frm is None:
         return None
-    sides = (window_side(frm.this), window_side(joins[0].this))
-    if any(s is None or not s.aggregate for s in sides):
+    left, right = window_side(frm.this), window_side(joins[0].this)
+    if left is None or right is None or not (left.aggregate and right.aggregate):
         return None
     kind = JOIN_TYPES.get((joins[0].side.upper(), joins[0].kind.upper()))
     if kind not in ("INNER", "LEFT", "RIGHT"):
         return None
-    side = sides[1] if kind == "RIGHT" else sides[0]
+    side = right if kind == "RIGHT" else left
     bounds: Dict[str, str] = {}
     for proj in select.expressions:
         target = proj.this if isinstance(proj, exp.Alias) else proj
@@ -186,7 +187,7 @@ def _join_columns(select: exp.Select) -> Tuple[Tuple[str, ...], Optional[exp.Exp
     return tuple(names), unnamed
 
 
-def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
+def _window_topn(window: exp.Window) -> Optional[WindowTopN]:
     """The WindowTopN that ``window`` (an OVER clause) is part of, or None if not that shape."""
     alias = window.parent
     function = RANKINGS.get(type(window.this))
@@ -296,7 +297,7 @@ def _window_topn(window: exp.Window, sql: str) -> Optional[WindowTopN]:
             f"{unnamed.sql(dialect='spark')}",
             f"Name every selected column of the {what} (e.g. "
             + ("a.sales, b.buyers rather than a.*)." if joined else "SUM(price) AS price)."),
-            position_of(unnamed, sql),
+            unnamed,
         )
     return WindowTopN(
         scope,
@@ -348,11 +349,11 @@ def inline_ranked_ctes(tree: exp.Expr) -> None:
             with_.pop()
 
 
-def window_topns(tree: exp.Expr, sql: str = "") -> List[WindowTopN]:
+def window_topns(tree: exp.Expr) -> List[WindowTopN]:
     """Every window Top-N / deduplication of ``tree`` (see WindowTopN)."""
     found = []
     for window in tree.find_all(exp.Window):
-        topn = _window_topn(window, sql)
+        topn = _window_topn(window)
         if topn is not None:
             found.append(topn)
     return found

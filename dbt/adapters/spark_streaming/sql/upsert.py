@@ -30,7 +30,7 @@ from typing import List, Mapping, Optional, Sequence, Tuple
 
 from sqlglot import exp
 
-from .analysis import Classification, is_aggregating, position_of, table_key
+from .analysis import Classification, is_aggregating, table_key
 from .errors import SqlError
 from .state import PartialsSpec
 from .topn import WindowTopN, rownum_limit  # the same filter shapes as a window Top-N
@@ -105,9 +105,7 @@ def dedups(tree: exp.Expr, window_topns: Sequence[WindowTopN]) -> List[Dedup]:
     return found
 
 
-def _unsupported(
-    what: str, why: str, node: Optional[exp.Expr], sql: str, code: str = "SSV131"
-) -> SqlError:
+def _unsupported(what: str, why: str, node: Optional[exp.Expr], code: str = "SSV131") -> SqlError:
     return SqlError(
         code,
         what,
@@ -116,11 +114,11 @@ def _unsupported(
         "a window TVF), keep-first/keep-latest deduplication (ROW_NUMBER() ... = 1), Top-N "
         "(SELECT * FROM (... ROW_NUMBER() ...) WHERE rn <= N), and append-only queries with a "
         "unique_key.",
-        position_of(node, sql),
+        node,
     )
 
 
-def _dedup_columns(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: str) -> List[str]:
+def _dedup_columns(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]]) -> List[str]:
     """The input columns of a deduplication's table (its SELECT * expands to them)."""
     frm = dedup.scope.args.get("from_")
     table = frm.this if frm is not None else None
@@ -133,7 +131,6 @@ def _dedup_columns(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: 
             "deduplication over something other than a table",
             "ROW_NUMBER() deduplication must read a ref(), source() or table directly",
             dedup.window,
-            sql,
         )
     if any(
         dedup.scope.args.get(a) for a in ("joins", "group", "having", "distinct", "order", "limit")
@@ -142,22 +139,20 @@ def _dedup_columns(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: 
             "deduplication with joins, grouping or ordering in its SELECT",
             "only projections and a WHERE may stand beside the ROW_NUMBER()",
             dedup.window,
-            sql,
         )
     return list(schemas[table_key(table)])
 
 
-def rewrite_dedup(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: str) -> None:
+def rewrite_dedup(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]]) -> None:
     """Replace the deduplication's SELECT by ``SELECT __d.c AS c, ..., 1 AS rn FROM (SELECT
     MAX|MIN(STRUCT(<order keys>, <columns>)) AS __d FROM t WHERE ... GROUP BY <keys>)``."""
-    columns = _dedup_columns(dedup, schemas, sql)
+    columns = _dedup_columns(dedup, schemas)
     desc = {bool(o.args.get("desc")) for o in dedup.order}
     if len(desc) > 1:
         raise _unsupported(
             "deduplication ordered both ascending and descending",
             "the kept row is the MAX (descending) or MIN (ascending) of the ORDER BY keys",
             dedup.window.args.get("order"),
-            sql,
         )
     fields: List[exp.Expr] = []
     for i, o in enumerate(dedup.order):
@@ -189,7 +184,6 @@ def rewrite_dedup(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: s
                 "computed columns beside a deduplication's ROW_NUMBER()",
                 "only * and input columns may be projected next to it; compute in the outer SELECT",
                 proj,
-                sql,
             )
     dedup.scope.replace(
         exp.Select(expressions=out).from_(
@@ -199,8 +193,8 @@ def rewrite_dedup(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: s
 
 
 def rewrite_rank(
-    tree: exp.Select, dedup: Dedup, schemas: Mapping[str, Mapping[str, str]], sql: str
-) -> Tuple[exp.Select, exp.Select, exp.Select]:
+    tree: exp.Expr, dedup: Dedup, schemas: Mapping[str, Mapping[str, str]]
+) -> Tuple[exp.Select, exp.Expr, exp.Expr]:
     """A Top-N without a window, ``SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k
     ORDER BY o) AS rn FROM t WHERE ...) WHERE rn <= N``, as (stream, rank, oracle) queries:
 
@@ -213,7 +207,7 @@ def rewrite_rank(
     ORDER BY gains every column as a tie-breaker (ascending), so the ranks are one order in
     batch and stream. The table is the state: N rows per key, no Spark state.
     """
-    columns = _dedup_columns(dedup, schemas, sql)
+    columns = _dedup_columns(dedup, schemas)
     shown: List[exp.Expr] = []
     for proj in dedup.scope.expressions:
         if isinstance(proj, exp.Star):
@@ -225,7 +219,6 @@ def rewrite_rank(
                 "computed columns beside a Top-N's ROW_NUMBER()",
                 "only * and input columns may be projected next to it",
                 proj,
-                sql,
             )
     ordered = {o.this.sql() for o in dedup.order}
     order = dedup.window.args["order"]
@@ -286,7 +279,7 @@ def _output_name(select: exp.Select, key: exp.Expr) -> Optional[str]:
     return None
 
 
-def _keys(select: exp.Select, keys: Sequence[exp.Expr], sql: str, what: str) -> Tuple[str, ...]:
+def _keys(select: exp.Select, keys: Sequence[exp.Expr], what: str) -> Tuple[str, ...]:
     names = []
     for key in keys:
         name = _output_name(select, key)
@@ -297,7 +290,7 @@ def _keys(select: exp.Select, keys: Sequence[exp.Expr], sql: str, what: str) -> 
                 f"{key.sql(dialect='spark')} is not a column of its result",
                 "the table is keyed by the columns that identify a result row",
                 "Select that key in the outer query, or set config unique_key=[...].",
-                position_of(key, sql),
+                key,
             )
         names.append(name)
     return tuple(dict.fromkeys(names))
@@ -308,7 +301,6 @@ def analyse_upsert(
     cls: Classification,
     found: Sequence[Dedup],
     topns: Sequence[WindowTopN],
-    sql: str,
     unique_key: Optional[Sequence[str]],
     early: bool,
 ) -> UpsertSpec:
@@ -321,7 +313,6 @@ def analyse_upsert(
             "an upsert_table query whose top level is a set operation",
             f"{top.key.upper()} results cannot be keyed",
             top,
-            sql,
         )
     for dedup in found:
         if dedup.limit is None:
@@ -330,7 +321,6 @@ def analyse_upsert(
                 "only ROW_NUMBER() ... WHERE rn = 1 (deduplication) or rn <= N (Top-N) is "
                 "maintained",
                 dedup.window,
-                sql,
             )
         if dedup.limit > 1 and not (
             len(top.expressions) == 1 and isinstance(top.expressions[0], exp.Star)
@@ -339,14 +329,12 @@ def analyse_upsert(
                 "a Top-N whose outer SELECT is not SELECT *",
                 "the table keeps the ranked rows whole, to re-rank them with new rows",
                 top.expressions[0],
-                sql,
             )
-        if dedup.scope.parent.parent.parent is not top:
+        if dedup.scope.find_ancestor(exp.Select) is not top:  # its subquery's SELECT
             raise _unsupported(
                 "a deduplication or Top-N nested below the top-level SELECT",
                 "its result is updating, and the operations over it would need retractions",
                 dedup.window,
-                sql,
             )
     window_aggs = {id(s) for s in cls.window_aggregates.values()}
     nested = [
@@ -359,40 +347,42 @@ def analyse_upsert(
             "an aggregate nested below the top-level SELECT",
             "its result is updating, and the operations over it would need retractions",
             nested[0],
-            sql,
         )
     if early and id(top) not in window_aggs:
         raise SqlError(
             "SSV132",
             "emit early applies to window aggregates only",
             "emit: {early: true} refines the rows of open windows until they close",
-            "Remove `emit` from the config, or group by window_start and window_end of a window TVF.",
-            position_of(top, sql),
+            "Remove `emit` from the config, or group by window_start and window_end of a window "
+            "TVF.",
+            top,
         )
     if found:
         dedup = found[0]
-        if (
-            dedup.limit > 1
-        ):  # Top-N: a row per partition key and rank (always: the sink re-ranks by it)
+        assert dedup.limit is not None  # refused above
+        if dedup.limit > 1:  # Top-N: a row per partition key and rank (always: the sink re-ranks)
             return UpsertSpec(
-                _keys(top, [*dedup.keys, exp.column(dedup.rownum)], sql, "Top-N key"), APPEND
+                _keys(top, [*dedup.keys, exp.column(dedup.rownum)], "Top-N key"), APPEND
             )
-        return UpsertSpec(given or _keys(top, dedup.keys, sql, "PARTITION BY key"), UPDATE)
+        return UpsertSpec(given or _keys(top, dedup.keys, "PARTITION BY key"), UPDATE)
     if is_aggregating(top):
         group = top.args.get("group")
         if (
             group is None and top.args.get("distinct") and not given
         ):  # SELECT DISTINCT: every column
             given = tuple(p.alias_or_name for p in top.expressions)
-        if group is None and not given:
+        if given:
+            keys = given
+        elif group is not None:
+            keys = _keys(top, group.expressions, "GROUP BY key")
+        else:
             raise SqlError(
                 "SSV130",
                 "cannot infer the unique_key of the upsert_table: the aggregate has no GROUP BY",
                 "a global aggregate has no key column",
                 "Group by a key, or set config unique_key=[...].",
-                position_of(top, sql),
+                top,
             )
-        keys = given or _keys(top, group.expressions, sql, "GROUP BY key")
         if id(top) in window_aggs and not early:
             return UpsertSpec(keys, APPEND)
         keep = None
@@ -405,9 +395,9 @@ def analyse_upsert(
     if cls.kind == "updating":
         why, node = cls.updating_reason or ("the query is updating", None)
         raise _unsupported(
-            "this updating query shape is not supported by upsert_table yet", why, node, sql
+            "this updating query shape is not supported by upsert_table yet", why, node
         )
-    topn = next((t for t in topns if t.scope.parent.parent.parent is top), None)
+    topn = next((t for t in topns if t.scope.find_ancestor(exp.Select) is top), None)
     if topn is not None and not given and topn.function != "row_number":
         raise SqlError(
             "SSV130",
@@ -417,22 +407,22 @@ def analyse_upsert(
             "identify a row",
             "Set config unique_key=[...] to columns that identify a ranked row, "
             "or rank with ROW_NUMBER().",
-            position_of(topn.window, sql),
+            topn.window,
         )
     if topn is not None and not given:  # a window Top-N: a row per window, partition key and rank
-        keys = [
+        key_columns = [
             exp.column("window_start"),
             exp.column("window_end"),
             *topn.keys,
             exp.column(topn.rownum),
         ]
-        given = _keys(top, keys, sql, "window Top-N key")
+        given = _keys(top, key_columns, "window Top-N key")
     if not given:
         raise SqlError(
             "SSV130",
             "cannot infer the unique_key of the upsert_table",
             "the query neither groups nor deduplicates, so no column identifies a result row",
             "Set config unique_key=['<column>', ...] naming the columns that identify a row.",
-            position_of(top, sql),
+            top,
         )
     return UpsertSpec(given, APPEND)

@@ -1,0 +1,168 @@
+"""Parquet data files of a Delta table, written by Spark tasks on the executors.
+
+`write_files(df, location, schema, prefix)` runs one Spark job, ``df.mapInArrow(FileWriter)``:
+each task streams its partition's rows into one Parquet file at the table's location, through
+a pyarrow filesystem (so `location` may be a local path or an object-store URI), and returns
+one small row: the file's name, size, row count and Delta statistics (numRecords, minValues,
+maxValues, nullCount). Only those rows reach the driver, which commits the files as one Delta
+transaction (delta/sink.py). Rows never pass through the driver.
+
+File names say who wrote them: ``<prefix><task:05d>-<uuid>.snappy.parquet``; the streaming sink's
+prefix is ``part-<batch_id:05d>-``, so the files of a micro-batch that crashed before its commit
+can be found and deleted when the batch is committed again.
+
+Spark's Python workers import this module to run the tasks: it imports neither dbt nor
+deltalake (see tests/unit/test_worker_imports.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+
+# What each task returns per file it wrote (the mapInArrow output schema).
+FILES_SCHEMA = "path string, size bigint, rows bigint, stats string"
+_FILES_ARROW = pa.schema(
+    [("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("stats", pa.string())]
+)
+# Rows buffered before a Parquet row group is written (Spark hands over 10,000-row batches).
+ROW_GROUP_ROWS = 1 << 20
+ROW_GROUP_BYTES = 64 << 20
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """`batch` with exactly `schema`'s columns (matched by name, case-insensitively), cast to
+    their types; a column `batch` lacks is all NULL."""
+    index = {n.lower(): i for i, n in enumerate(batch.schema.names)}
+    columns = []
+    for f in schema:
+        i = index.get(f.name.lower())
+        if i is None:
+            columns.append(pa.nulls(batch.num_rows, f.type))
+        else:
+            column = batch.column(i)
+            columns.append(column if column.type.equals(f.type) else column.cast(f.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _has_min_max(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
+
+
+class FileStats:
+    """Delta statistics of one data file, accumulated batch by batch."""
+
+    def __init__(self, schema: pa.Schema):
+        self.rows = 0
+        self.mins: dict = {}
+        self.maxs: dict = {}
+        self.nulls = {n: 0 for n in schema.names}
+        self._unknown: set[str] = set()  # columns with a NaN/infinite bound: no min/max at all
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        self.rows += batch.num_rows
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            self.nulls[name] += column.null_count
+            if name in self._unknown or not _has_min_max(column.type) or not batch.num_rows:
+                continue
+            mm = pc.min_max(column)
+            if not mm["min"].is_valid:
+                continue
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if isinstance(lo, float) and not (math.isfinite(lo) and math.isfinite(hi)):
+                self._unknown.add(name)  # JSON has no NaN/Infinity; no bound is a safe bound
+                self.mins.pop(name, None)
+                self.maxs.pop(name, None)
+                continue
+            self.mins[name] = lo if name not in self.mins else min(self.mins[name], lo)
+            self.maxs[name] = hi if name not in self.maxs else max(self.maxs[name], hi)
+
+    def json(self) -> str:
+        return json.dumps(
+            {
+                "numRecords": self.rows,
+                "minValues": self.mins,
+                "maxValues": self.maxs,
+                "nullCount": self.nulls,
+            }
+        )
+
+
+@dataclass(frozen=True)
+class FileWriter:
+    """The task of `write_files`: writes the rows of one Spark partition as one Parquet file
+    (none if the partition is empty) and yields its metadata row. Pickled to the executors."""
+
+    location: str  # the table's root: a local path or a URI pyarrow.fs understands
+    schema: pa.Schema  # the table's Arrow schema; rows are conformed to it
+    prefix: str  # file name prefix (e.g. the micro-batch's)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.fs as pafs
+        import pyarrow.parquet as pq
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        task = context.partitionId() if context is not None else 0
+        name = f"{self.prefix}{task:05d}-{uuid.uuid4()}.snappy.parquet"
+        fs, root = pafs.FileSystem.from_uri(self.location)
+        path = f"{root.rstrip('/')}/{name}"
+        stats, pending, writer = FileStats(self.schema), [], None
+
+        def flush():
+            nonlocal writer, pending
+            if writer is None:
+                writer = pq.ParquetWriter(path, self.schema, filesystem=fs, compression="snappy")
+            writer.write_table(pa.Table.from_batches(pending), row_group_size=ROW_GROUP_ROWS)
+            pending = []
+
+        try:
+            for batch in batches:
+                if batch.num_rows:
+                    pending.append(conform(batch, self.schema))
+                    stats.add(pending[-1])
+                    if sum(b.num_rows for b in pending) >= ROW_GROUP_ROWS or (
+                        sum(b.nbytes for b in pending) >= ROW_GROUP_BYTES
+                    ):
+                        flush()
+            if pending:
+                flush()
+            if writer is not None:
+                writer.close()
+        except BaseException:
+            if writer is not None:  # a failed attempt leaves no file behind (when it can)
+                writer.close()
+                fs.delete_file(path)
+            raise
+        if writer is None:  # an empty partition writes no file
+            return
+        size = fs.get_file_info(path).size
+        yield pa.RecordBatch.from_pylist(
+            [{"path": name, "size": size, "rows": stats.rows, "stats": stats.json()}],
+            schema=_FILES_ARROW,
+        )
+
+
+def absolute(location: str) -> str:
+    """`location` as executors can use it: URIs as they are, local paths made absolute."""
+    return location if "://" in location else os.path.abspath(location)
+
+
+def write_files(df, location: str, schema: pa.Schema, prefix: str) -> list[dict]:
+    """Write `df`'s rows as Parquet files at `location`, one per Spark task (on the executors);
+    returns the files' metadata: [{path (relative to location), size, rows, stats}, ...]."""
+    import pyarrow.fs as pafs
+
+    location = absolute(location)
+    fs, root = pafs.FileSystem.from_uri(location)
+    fs.create_dir(root, recursive=True)
+    files = df.mapInArrow(FileWriter(location, schema, prefix), FILES_SCHEMA).collect()
+    return [row.asDict() for row in files]
