@@ -25,6 +25,7 @@ from typing import Any, Optional
 from ..delta.sink import commit_history
 from ..delta.source import FORMAT, latest_version
 from ..errors import StreamingError
+from ..layout import changelog_path, query_path
 from ..sql.oracle import LATE_COLUMN
 from .catalog import Catalog
 
@@ -43,7 +44,7 @@ QUERY_CONFIG = (
 
 def query_file(target: str, fingerprint: str) -> str:
     """Where a model's query definition is kept, by fingerprint (written before its stream runs)."""
-    return os.path.join(target, "_dbt_streaming", "queries", f"{fingerprint}.json")
+    return query_path(target, fingerprint)
 
 
 def save_query(target: str, plan, sql: str, config: dict, materialization: str) -> None:
@@ -133,7 +134,6 @@ def bind_inputs(
     watermark; `after` gives per source the version read before the first of them (-1: none)."""
     bindings = {}
     for i, name in enumerate(plan.sources):
-        schema, _, identifier = name.rpartition(".")
         schedule = [
             [b["sources"][name], b["watermark_ms"]] for b in batches if name in b["sources"]
         ]
@@ -146,7 +146,7 @@ def bind_inputs(
                     {"after": after.get(name, -1), "batches": schedule, "column": LATE_COLUMN}
                 ),
             )
-        reader.load(catalog.location(schema or "default", identifier)).createOrReplaceTempView(view)
+        reader.load(catalog.location_of(name)).createOrReplaceTempView(view)
         bindings[name] = view
     return bindings
 
@@ -264,7 +264,7 @@ def _restarted_keys(spark, plan, target: str, version: int, columns: list[str]):
     restarted, up to table version `version`; None if there are none."""
     if plan.upsert is None or plan.upsert.partials is None:
         return None
-    from ..delta.upsert import RESTARTED, VERSION, changelog_path
+    from ..delta.upsert import RESTARTED, VERSION
 
     by_name = {c.lower(): c for c in columns}
     keys = [by_name[k.lower()] for k in plan.upsert.unique_key]

@@ -33,9 +33,10 @@ import time
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
+from .. import layout
 from ..errors import StreamingError, config_error
 from ..sql.intervals import parse_duration
-from .lifecycle import _alive
+from .lifecycle import alive
 
 DEFAULT_INTERVAL = "10 seconds"
 TERMINAL = ("stopped", "failed")
@@ -75,13 +76,9 @@ def processing_time(config: Mapping[str, Any]) -> Optional[str]:
     return str(interval)
 
 
-def _runners(warehouse: str) -> str:
-    """Where the runners' files live (not created: reading a status must not create it)."""
-    return os.path.join(warehouse, ".dbt_streaming", "runners")
-
-
 def _dir(warehouse: str, name: str) -> str:
-    path = os.path.join(_runners(warehouse), name)
+    """Model `name`'s runner directory, created (reading a status must not create it)."""
+    path = layout.runner_path(warehouse, name)
     os.makedirs(path, exist_ok=True)
     return path
 
@@ -104,7 +101,7 @@ def _zombie(pid: int) -> bool:
 def status(warehouse: str, name: str) -> Optional[dict]:
     """The runner status of model `name` with ``alive`` (its process runs), or None if the model
     never had a runner. A runner whose process is gone without saying so is ``dead``."""
-    path = os.path.join(_runners(warehouse), name, "status.json")
+    path = os.path.join(layout.runner_path(warehouse, name), "status.json")
     try:
         with open(path) as fh:
             st = json.load(fh)
@@ -115,7 +112,7 @@ def status(warehouse: str, name: str) -> Optional[dict]:
     st["alive"] = (
         st.get("state") not in TERMINAL
         and isinstance(pid, int)
-        and (not same_host or (_alive(pid) and not _zombie(pid)))
+        and (not same_host or (alive(pid) and not _zombie(pid)))
     )
     if st.get("state") not in TERMINAL and not st["alive"]:
         st["state"] = "dead"
@@ -130,13 +127,13 @@ def error_text(st: dict) -> Optional[str]:
 
 def names(warehouse: str) -> list[str]:
     """Models (schema.identifier) that have or had a runner."""
-    root = _runners(warehouse)
+    root = layout.runners_path(warehouse)
     return sorted(os.listdir(root)) if os.path.isdir(root) else []
 
 
 def log_tail(warehouse: str, name: str, lines: int = 5) -> str:
     try:
-        with open(os.path.join(_runners(warehouse), name, "runner.log")) as fh:
+        with open(os.path.join(layout.runner_path(warehouse, name), "runner.log")) as fh:
             return " | ".join(
                 line.strip() for line in fh.read().splitlines()[-lines:] if line.strip()
             )
@@ -208,19 +205,17 @@ def stream_status(catalog) -> list[dict]:
     (as Spark counts them, while the runner runs) and last error."""
     from ..delta.sink import last_metadata
     from ..delta.source import latest_version
-    from .catalog import is_delta
 
     rows = []
-    for (schema, identifier), (path, _) in sorted(catalog._bound.items()):
+    for schema, identifier, path in sorted(catalog.bound()):
         meta = last_metadata(path) or {}
         if meta.get("materialization") not in ("streaming_view", "upsert_table"):
             continue
         name = f"{schema}.{identifier}"
         lag = {}
         for source, version in (meta.get("sources") or {}).items():
-            src_schema, _, src_id = source.rpartition(".")
-            src = catalog.location(src_schema or "default", src_id)
-            if is_delta(src):
+            src = catalog.location_of(source)
+            if layout.is_delta(src):
                 lag[source] = latest_version(src) - version
         st = status(catalog.warehouse, name) or {}
         rows.append(
@@ -262,7 +257,9 @@ def status_table(rows: list[dict]) -> str:
 
     cells = [cols] + [[cell(r, c) for c in cols] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells)
+    return "\n".join(
+        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in cells
+    )
 
 
 def stop_runners(warehouse: str, model: Optional[str] = None) -> list[list[str]]:
@@ -314,8 +311,8 @@ class Monitor:
 
     def batch(self, batch_id: int, rows_written: int, watermark: Optional[str]) -> None:
         print(
-            f"{time.strftime('%H:%M:%S')} batch {batch_id} committed: {rows_written} rows, watermark "
-            f"{watermark or 'none'}",
+            f"{time.strftime('%H:%M:%S')} batch {batch_id} committed: {rows_written} rows, "
+            f"watermark {watermark or 'none'}",
             flush=True,
         )
         self.save(

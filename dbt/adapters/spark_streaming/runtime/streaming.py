@@ -26,9 +26,10 @@ from ..delta.sink import BatchCommitter, create_table, last_metadata
 from ..delta.source import FORMAT, added_files, latest_version
 from ..delta.upsert import UpsertCommitter, create_changelog
 from ..errors import StreamingError
+from ..layout import checkpoint_path, is_delta
 from . import lifecycle, runner, upsert
 from . import partials as state
-from .catalog import Catalog, is_delta, registered_locations
+from .catalog import Catalog, registered_locations
 from .equivalence import late_rows, query_file, save_query
 
 logger = AdapterLogger("SparkStreaming")
@@ -73,17 +74,16 @@ class _Schemas(Mapping):
         self.catalog = catalog
 
     def __getitem__(self, name: str) -> dict[str, str]:
-        schema, _, identifier = name.rpartition(".")
-        path = self.catalog.location(schema or "default", identifier)
+        path = self.catalog.location_of(name)
         if not is_delta(path):
             raise KeyError(name)
         return dict(types.table_columns(path))
 
     def __iter__(self):
-        return iter(f"{s}.{i}" for s, i in self.catalog._bound)
+        return iter(f"{s}.{i}" for s, i, _ in self.catalog.bound())
 
     def __len__(self) -> int:
-        return len(self.catalog._bound)
+        return len(self.catalog.bound())
 
 
 def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int, int]:
@@ -285,12 +285,11 @@ def _run(
             f"{model.name}: finished a full refresh that was interrupted while swapping tables"
         )
     # A full refresh builds the new table aside; the old one stays readable until it is complete.
-    build = lifecycle.refresh_path(catalog.warehouse, model.name) if model.full_refresh else target
-    checkpoint = os.path.join(build, "_dbt_streaming", "checkpoint")
+    build = lifecycle.empty_build(catalog.warehouse, model.name) if model.full_refresh else target
+    checkpoint = checkpoint_path(build)
     paths = {}
     for name in plan.sources:
-        schema, _, identifier = name.rpartition(".")
-        paths[name] = catalog.location(schema or "default", identifier)
+        paths[name] = catalog.location_of(name)
         if not is_delta(paths[name]):
             raise StreamingError(
                 "SSR302",
