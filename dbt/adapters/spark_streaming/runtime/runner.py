@@ -3,7 +3,8 @@
 `trigger: {processing_time: '10 seconds'}` (or `continuous: true`, every 10 seconds) makes
 `dbt run` start the model's query in a runner process of its own (with its own embedded
 SparkSession) that outlives `dbt run`. `dbt run` returns once the query has started and
-finished its first trigger (so the table has caught up with the sources as they were).
+finished its first trigger (so the table has caught up with the sources as they were). This
+module is what `dbt run` and the runner share; the runner process itself is runtime/runner_main.py.
 
 Each runner keeps its files in ``<warehouse>/.dbt_streaming/runners/<schema>.<identifier>/``:
 
@@ -40,7 +41,7 @@ from .lifecycle import alive
 
 DEFAULT_INTERVAL = "10 seconds"
 TERMINAL = ("stopped", "failed")
-MODULE = "dbt.adapters.spark_streaming.runtime.runner"
+MODULE = "dbt.adapters.spark_streaming.runtime.runner_main"  # the runner process (python -m)
 
 
 def processing_time(config: Mapping[str, Any]) -> Optional[str]:
@@ -349,79 +350,3 @@ class Monitor:
                 self.save(state="running", ready=True)
             time.sleep(0.5)
         query.awaitTermination()  # raises if the query failed
-
-
-def main(spec_path: str) -> int:
-    """The runner process: run the model's query until stopped."""
-    from dbt_common.events.base_types import EventLevel
-    from dbt_common.events.event_manager_client import add_logger_to_manager
-    from dbt_common.events.logger import LineFormat, LoggerConfig
-
-    add_logger_to_manager(
-        LoggerConfig(
-            name="runner",
-            line_format=LineFormat.DebugText,
-            level=EventLevel.INFO,
-            output_stream=sys.stdout,
-        )
-    )
-    with open(spec_path) as fh:
-        spec = json.load(fh)
-    home = os.path.dirname(spec_path)
-    monitor = Monitor(
-        home,
-        {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "fingerprint": spec["fingerprint"],
-            "interval": spec["processing_time"],
-        },
-    )
-    signal.signal(signal.SIGTERM, lambda *_: setattr(monitor, "stop_requested", True))
-    try:
-        from .catalog import Catalog, register_location
-        from .session import get_spark
-        from .streaming import StreamingModel, run_streaming_model
-
-        spark = get_spark(spec["master"], spec["conf"])
-        for (schema, identifier), location in spec["locations"]:
-            register_location(schema, identifier, location)
-        catalog = Catalog(spark, spec["warehouse"])
-        catalog.bind_all()
-        run_streaming_model(spark, catalog, StreamingModel(**spec["model"]), monitor=monitor)
-    except BaseException as exc:  # noqa: BLE001 - the status must say why the runner ended
-        error: Any = str(exc)
-        if isinstance(exc, StreamingError):
-            error = {
-                "code": exc.code,
-                "what": exc.what,
-                "why": exc.why,
-                "fix": exc.fix,
-                "message": str(exc),
-            }
-        print(f"runner failed: {exc}", flush=True)
-        monitor.save(state="failed", error=error)
-        return 1
-    monitor.save(state="stopped")
-    print("runner stopped", flush=True)
-    return 0
-
-
-def _detach(spec_path: str) -> None:
-    log = open(os.path.join(os.path.dirname(spec_path), "runner.log"), "a")
-    subprocess.Popen(
-        [sys.executable, "-m", MODULE, spec_path],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        close_fds=True,
-    )
-
-
-if __name__ == "__main__":
-    if sys.argv[1] == "--detach":
-        _detach(sys.argv[2])
-    else:
-        sys.exit(main(sys.argv[1]))
