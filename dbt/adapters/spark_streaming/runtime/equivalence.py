@@ -2,7 +2,7 @@
 the input it has consumed (seed 001), and the input rows it dropped as late, listed.
 
 The model's commits record, per micro-batch, the source versions read so far and the batch's
-watermark (runtime/streaming.py). From them the oracle reads each source as of the last
+watermark (runtime/sink.py). From them the oracle reads each source as of the last
 version consumed, tagging every row with the watermark of the batch that read it
 (delta/source.py `files_by_batch`), and runs the model's own rewritten query with Spark's
 late-row and window-emission rule applied (sql/oracle.py). The table, as of that commit,
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -28,41 +27,10 @@ from ..errors import StreamingError
 from ..layout import changelog_path, query_path
 from ..sql.oracle import LATE_COLUMN
 from .catalog import Catalog
+from .model import compile_model, recorded_model, recorded_query
 
 SAMPLE_ROWS = 5
 MAX_TOLERANCE_PAIRING = 100_000  # differing rows paired in Python when float_tolerance is set
-
-
-QUERY_CONFIG = (
-    "watermark_delay",
-    "unique_key",
-    "emit",
-    "state_ttl",
-    "constant_domain",
-)  # the configs that shape the compiled query
-
-
-def query_file(target: str, fingerprint: str) -> str:
-    """Where a model's query definition is kept, by fingerprint (written before its stream runs)."""
-    return query_path(target, fingerprint)
-
-
-def save_query(target: str, plan, sql: str, config: dict, materialization: str) -> None:
-    path = query_file(target, plan.fingerprint)
-    if os.path.exists(path):
-        return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as fh:
-        json.dump(
-            {
-                "sql": sql,
-                "materialization": materialization,
-                "dimensions": config.get("dimensions") or [],
-                **{k: config.get(k) for k in QUERY_CONFIG},
-            },
-            fh,
-        )
-    os.replace(path + ".tmp", path)
 
 
 def _batches(target: str, at_version: Optional[int]) -> list[dict]:
@@ -77,23 +45,21 @@ def _batches(target: str, at_version: Optional[int]) -> list[dict]:
             "SST501",
             f"{target} has no streaming commit"
             + (f" at or before version {at_version}" if at_version is not None else ""),
-            "snapshot equivalence compares a table with the input its stream consumed, recorded per commit",
+            "snapshot equivalence compares a table with the input its stream consumed, "
+            "recorded per commit",
             "Run `dbt run` on the model first (or pick a later `at_version`).",
         )
     return batches
 
 
 def _plan(catalog: Catalog, target: str, fingerprint: str):
-    from .streaming import StreamingModel, compile_model
-
     try:
-        with open(query_file(target, fingerprint)) as fh:
-            query = json.load(fh)
+        query = recorded_query(target, fingerprint)
     except FileNotFoundError:
         raise StreamingError(
             "SST502",
             f"the query that built {target} is not recorded",
-            f"no {query_file(target, fingerprint)} (the table predates query recording)",
+            f"no {query_path(target, fingerprint)} (the table predates query recording)",
             "Rebuild the model with `dbt run --full-refresh`.",
         ) from None
     if query.get("dimensions"):
@@ -105,17 +71,7 @@ def _plan(catalog: Catalog, target: str, fingerprint: str):
             "Remove the snapshot_equivalence test from this model; test the dimension join with "
             "ordinary dbt tests.",
         )
-    plan = compile_model(
-        catalog,
-        StreamingModel(
-            schema="",
-            identifier=target,
-            sql=query["sql"],
-            config={k: query.get(k) for k in QUERY_CONFIG},
-            full_refresh=False,
-            materialization=query["materialization"],
-        ),
-    )
+    plan = compile_model(catalog, recorded_model(target, query))
     if plan.fingerprint != fingerprint:
         raise StreamingError(
             "SST503",

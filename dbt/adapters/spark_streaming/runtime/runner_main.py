@@ -51,8 +51,9 @@ def main(spec_path: str) -> int:
     signal.signal(signal.SIGTERM, lambda *_: setattr(monitor, "stop_requested", True))
     try:
         from .catalog import Catalog, register_location
+        from .model import StreamingModel
         from .session import get_spark
-        from .streaming import StreamingModel, run_streaming_model
+        from .streaming import run_streaming_model
 
         spark = get_spark(spec["master"], spec["conf"])
         for (schema, identifier), location in spec["locations"]:
