@@ -63,15 +63,15 @@ def main() -> None:
     from dbt.adapters.spark_streaming import sql as sqlfront
     from dbt.adapters.spark_streaming.runtime.catalog import Catalog
     from dbt.adapters.spark_streaming.runtime.equivalence import check
+    from dbt.adapters.spark_streaming.runtime.model import SourceSchemas
     from dbt.adapters.spark_streaming.runtime.session import get_spark
-    from dbt.adapters.spark_streaming.runtime.streaming import _Schemas
 
     spark = get_spark()  # the session dbt used, in this process
     catalog = Catalog(spark, bt.WAREHOUSE)
     catalog.bind_all()
     plan = sqlfront.compile_query(
         bt.MODEL.split("}}", 1)[1].replace("{{ source('bench','bids') }}", "bench.bids"),
-        schemas=_Schemas(catalog),
+        schemas=SourceSchemas(catalog),
         watermark_delay="1 minute",
     )
 

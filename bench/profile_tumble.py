@@ -43,17 +43,16 @@ def timed(owner, attr, label=None):
 
 def instrument() -> None:
     from dbt.adapters.spark_streaming.delta import sink
-    from dbt.adapters.spark_streaming.runtime import catalog, streaming
+    from dbt.adapters.spark_streaming.runtime import catalog, model, report, streaming
+    from dbt.adapters.spark_streaming.runtime import sink as model_sink
 
-    timed(
-        streaming.sqlfront, "compile_query", "adapter: compile_query (SQL rewrite + source schemas)"
-    )
+    timed(model.sqlfront, "compile_query", "adapter: compile_query (SQL rewrite + source schemas)")
     timed(streaming, "_check_state", "adapter: _check_state")
-    timed(streaming, "create_table", "adapter sink: create_table (empty Delta commit)")
-    timed(streaming, "_read_offsets", "adapter sink: _read_offsets")
-    timed(streaming, "_summarise", "adapter: _summarise progress")
-    timed(streaming, "_log_line", "adapter: _log_line")
-    timed(streaming, "_query_id", "adapter sink: _query_id")
+    timed(model_sink, "create_table", "adapter sink: create_table (empty Delta commit)")
+    timed(model_sink, "_read_offsets", "adapter sink: _read_offsets")
+    timed(report, "summarise", "adapter: summarise progress")
+    timed(report, "log_line", "adapter: log_line")
+    timed(model_sink, "_query_id", "adapter sink: _query_id")
     timed(sink.BatchCommitter, "committed", "adapter sink: BatchCommitter.committed")
     timed(
         sink.BatchCommitter,

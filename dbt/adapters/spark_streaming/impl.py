@@ -18,7 +18,8 @@ from .relation import SparkStreamingRelation
 class SparkStreamingAdapter(SparkAdapter):
     ConnectionManager = SparkStreamingConnectionManager
     Relation = SparkStreamingRelation
-    # `dbt source freshness` without a loaded_at_field: Delta commit times (get_relation_last_modified)
+    # `dbt source freshness` without a loaded_at_field: Delta commit times
+    # (get_relation_last_modified)
     _capabilities = CapabilityDict(
         {
             Capability.TableLastModifiedMetadata: CapabilitySupport(support=Support.Full),
@@ -73,8 +74,10 @@ class SparkStreamingAdapter(SparkAdapter):
         full_refresh: bool,
         materialization: str,
     ) -> Any:
-        """Bring a streaming_view's or upsert_table's Delta table up to date (runtime/streaming.py)."""
-        from .runtime.streaming import StreamingModel, run_streaming_model
+        """Bring a streaming_view's or upsert_table's Delta table up to date
+        (runtime/streaming.py)."""
+        from .runtime.model import StreamingModel
+        from .runtime.streaming import run_streaming_model
 
         spark, catalog = self._session()
         model = StreamingModel(

@@ -7,19 +7,13 @@ is done."""
 
 from __future__ import annotations
 
-import os
-
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction
 
-from .upsert import _quote
+from ..layout import partials_path
+from .upsert import quote
 
-PARTIALS_DIR = os.path.join("_dbt_streaming", "partials")
 UPDATED = "__updated_ms"  # processing time (ms) of the batch that last updated the key
-
-
-def partials_path(table_path: str) -> str:
-    return os.path.join(table_path, PARTIALS_DIR)
 
 
 class PartialsCommitter:
@@ -40,12 +34,12 @@ class PartialsCommitter:
         dt = DeltaTable(self.path)
         before = dt.version()
         props = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
-        on = " AND ".join(f"(t.{_quote(k)} IS NOT DISTINCT FROM s.{_quote(k)})" for k in self.keys)
+        on = " AND ".join(f"(t.{quote(k)} IS NOT DISTINCT FROM s.{quote(k)})" for k in self.keys)
         (
             dt.merge(merged, on, source_alias="s", target_alias="t", commit_properties=props)
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(predicate=f"t.{_quote(UPDATED)} < {int(cutoff_ms)}")
+            .when_not_matched_by_source_delete(predicate=f"t.{quote(UPDATED)} < {int(cutoff_ms)}")
             .execute()
         )
         if dt.version() == before:  # a MERGE that changes nothing commits nothing

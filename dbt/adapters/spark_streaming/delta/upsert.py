@@ -25,7 +25,6 @@ as upserts and ``-U``/``-D`` as deletes by key, reproduces the table.
 from __future__ import annotations
 
 import json
-import os
 from typing import Sequence
 
 import pyarrow as pa
@@ -33,15 +32,11 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from ..faults import fault_point
+from ..layout import changelog_path
 from .sink import META_KEY
 
-CHANGELOG_DIR = os.path.join("_dbt_streaming", "changelog")
 OP, BATCH, VERSION = "_op", "_batch_id", "_commit_version"
 RESTARTED = "_restarted"  # state_ttl models: the change restarted a key whose state had expired
-
-
-def changelog_path(table_path: str) -> str:
-    return os.path.join(table_path, CHANGELOG_DIR)
 
 
 def changelog_schema(schema: pa.Schema, restarts: bool = False) -> pa.Schema:
@@ -53,7 +48,8 @@ def changelog_schema(schema: pa.Schema, restarts: bool = False) -> pa.Schema:
     return schema.append(pa.field(RESTARTED, pa.bool_())) if restarts else schema
 
 
-def _quote(name: str) -> str:
+def quote(name: str) -> str:
+    """A column name quoted for delta-rs predicates (DataFusion SQL)."""
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -63,7 +59,7 @@ def _flags(value: bool, n: int) -> pa.Array:
 
 def key_tuples(table: pa.Table, keys: Sequence[str]) -> list[tuple]:
     """Each row's key as a tuple of Python values (NULL is None, so NULL keys match)."""
-    return list(zip(*(table.column(k).to_pylist() for k in keys)))
+    return list(zip(*(table.column(k).to_pylist() for k in keys), strict=False))
 
 
 def rows_with_keys(dt: DeltaTable, keys: Sequence[str], of: pa.Table) -> pa.Table:
@@ -96,7 +92,8 @@ def _last_per_key(batch: pa.Table, keys: Sequence[str]) -> pa.Table:
 
 
 def _changed(new: pa.Table, old: pa.Table, columns: Sequence[str]) -> pa.Array:
-    """Per row pair, whether any column differs (NULL-safe; nested types always count as changed)."""
+    """Per row pair, whether any column differs (NULL-safe; nested types always count as
+    changed)."""
     changed = _flags(False, new.num_rows)
     for c in columns:
         a, b = new.column(c), old.column(c)
@@ -204,9 +201,9 @@ class UpsertCommitter:
         fault_point("during_write", batch_id)
         if source.num_rows:
             on = " AND ".join(
-                f"(t.{_quote(k)} IS NOT DISTINCT FROM s.{_quote(k)})" for k in self.keys
+                f"(t.{quote(k)} IS NOT DISTINCT FROM s.{quote(k)})" for k in self.keys
             )
-            values = {_quote(c): f"s.{_quote(c)}" for c in self.schema.names}
+            values = {quote(c): f"s.{quote(c)}" for c in self.schema.names}
             (
                 dt.merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
                 .when_matched_delete(predicate="s.__op = 'D'")

@@ -8,6 +8,9 @@ resolution then works everywhere: model SQL, dbt tests, `dbt show`, singular tes
 
 A relation lives at `<warehouse_path>/<schema>/<identifier>` unless a source declares
 `meta: {location: ...}` (recorded by `register_location`, bound on next use).
+
+`view` models are Spark views whose SQL is kept in the warehouse (runtime/views.py writes it);
+`bind_all` re-creates them, so that a new process sees them too.
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ from __future__ import annotations
 import os
 import threading
 
+from dbt.adapters.events.logging import AdapterLogger
+
 from ..delta import types
 from ..delta.source import bound_source
-from ..delta.upsert import changelog_path
+from ..layout import changelog_path, is_delta, view_path
 
 _locations: dict[tuple[str, str], str] = {}  # (schema, identifier) -> path, from source meta
 _lock = threading.Lock()
+
+logger = AdapterLogger("SparkStreaming")
 
 
 def register_location(schema: str, identifier: str, location: str) -> None:
@@ -35,10 +42,6 @@ def registered_locations() -> list:
         return [[list(key), path] for key, path in _locations.items()]
 
 
-def is_delta(path: str) -> bool:
-    return os.path.isdir(os.path.join(path, "_delta_log"))
-
-
 class Catalog:
     """The Spark catalog view of the warehouse; one per SparkSession."""
 
@@ -49,8 +52,20 @@ class Catalog:
         self._lock = threading.RLock()
 
     def location(self, schema: str, identifier: str) -> str:
+        """Where the relation `schema`.`identifier` lives (its Delta table, or a view's SQL)."""
         key = (schema.lower(), identifier.lower())
         return _locations.get(key) or os.path.join(self.warehouse, *key)
+
+    def location_of(self, name: str) -> str:
+        """`location` of a relation named `schema.identifier` (schema `default` if it has none),
+        as model SQL and the compiled plan name sources."""
+        schema, _, identifier = name.rpartition(".")
+        return self.location(schema or "default", identifier)
+
+    def bound(self) -> list[tuple[str, str, str]]:
+        """(schema, identifier, path) of every bound Delta table."""
+        with self._lock:
+            return [(s, i, path) for (s, i), (path, _) in self._bound.items()]
 
     def bind(self, schema: str, identifier: str) -> bool:
         """(Re)bind `schema.identifier` to its Delta table; unbind it if none is there.
@@ -81,22 +96,39 @@ class Catalog:
 
     def bind_all(self) -> None:
         """Bind every Delta table under the warehouse and every registered source location,
-        then re-create the stored views (runtime/views.py)."""
+        then re-create the stored views."""
         with self._lock:
-            if os.path.isdir(self.warehouse):
-                for schema in sorted(os.listdir(self.warehouse)):
-                    sdir = os.path.join(self.warehouse, schema)
-                    if not os.path.isdir(sdir) or schema.startswith((".", "_")):
-                        continue
-                    self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{schema}`")
-                    for identifier in sorted(os.listdir(sdir)):
-                        if is_delta(os.path.join(sdir, identifier)):
-                            self.bind(schema, identifier)
-                            self.bind_changelog(schema, identifier)
+            for schema, identifiers in _schema_dirs(self.warehouse):
+                self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{schema}`")
+                for identifier in identifiers:
+                    if is_delta(os.path.join(self.warehouse, schema, identifier)):
+                        self.bind(schema, identifier)
+                        self.bind_changelog(schema, identifier)
             self.bind_registered()
-            from .views import restore_views  # `view` models, kept as SQL in the warehouse
+            self.restore_views()
 
-            restore_views(self)
+    def define_view(self, schema: str, identifier: str, sql: str) -> None:
+        """Create or replace the Spark view `schema`.`identifier` (Spark checks the SQL)."""
+        self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{schema}`")
+        self.spark.sql(f"CREATE OR REPLACE VIEW `{schema}`.`{identifier}` AS\n{sql}")
+
+    def restore_views(self) -> None:
+        """Re-create the stored views in Spark. A view may read another view, so views that fail
+        are retried while others succeed; those that still fail (their tables are gone) are left
+        out of the catalog, and the next `dbt run` of the model re-creates them."""
+        pending = stored_views(self.warehouse)
+        while pending:
+            failed = []
+            for schema, identifier, sql in pending:
+                try:
+                    self.define_view(schema, identifier, sql)
+                except Exception as exc:  # noqa: BLE001 - reported below if it never succeeds
+                    failed.append((schema, identifier, sql, exc))
+            if len(failed) == len(pending):
+                for schema, identifier, _, exc in failed:
+                    logger.debug(f"view {schema}.{identifier} not restored: {exc}")
+                return
+            pending = [f[:3] for f in failed]
 
     def bind_changelog(self, schema: str, identifier: str) -> None:
         """Bind an upsert_table's changelog (kept inside its table) as `<identifier>_changelog`."""
@@ -116,3 +148,29 @@ class Catalog:
         """Identifiers bound in `schema`."""
         with self._lock:
             return [i for (s, i) in self._bound if s == schema.lower()]
+
+
+def _schema_dirs(warehouse: str) -> list[tuple[str, list[str]]]:
+    """(schema, [identifier, ...]) of the warehouse's directories, sorted; the adapter's own
+    directories (starting with '.' or '_') are not schemas."""
+    if not os.path.isdir(warehouse):
+        return []
+    out = []
+    for schema in sorted(os.listdir(warehouse)):
+        sdir = os.path.join(warehouse, schema)
+        if os.path.isdir(sdir) and not schema.startswith((".", "_")):
+            out.append((schema, sorted(os.listdir(sdir))))
+    return out
+
+
+def stored_views(warehouse: str) -> list[tuple[str, str, str]]:
+    """(schema, identifier, sql) of every view definition under the warehouse."""
+    out = []
+    for schema, identifiers in _schema_dirs(warehouse):
+        for identifier in identifiers:
+            location = os.path.join(warehouse, schema, identifier)
+            path = view_path(location)
+            if os.path.isfile(path) and not is_delta(location):
+                with open(path) as fh:
+                    out.append((schema, identifier, fh.read()))
+    return out

@@ -2,7 +2,7 @@
 the input it has consumed (seed 001), and the input rows it dropped as late, listed.
 
 The model's commits record, per micro-batch, the source versions read so far and the batch's
-watermark (runtime/streaming.py). From them the oracle reads each source as of the last
+watermark (runtime/sink.py). From them the oracle reads each source as of the last
 version consumed, tagging every row with the watermark of the batch that read it
 (delta/source.py `files_by_batch`), and runs the model's own rewritten query with Spark's
 late-row and window-emission rule applied (sql/oracle.py). The table, as of that commit,
@@ -18,50 +18,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..delta.sink import commit_history
 from ..delta.source import FORMAT, latest_version
 from ..errors import StreamingError
+from ..layout import changelog_path, query_path
 from ..sql.oracle import LATE_COLUMN
 from .catalog import Catalog
+from .model import compile_model, recorded_model, recorded_query
 
 SAMPLE_ROWS = 5
 MAX_TOLERANCE_PAIRING = 100_000  # differing rows paired in Python when float_tolerance is set
-
-
-QUERY_CONFIG = (
-    "watermark_delay",
-    "unique_key",
-    "emit",
-    "state_ttl",
-    "constant_domain",
-)  # the configs that shape the compiled query
-
-
-def query_file(target: str, fingerprint: str) -> str:
-    """Where a model's query definition is kept, by fingerprint (written before its stream runs)."""
-    return os.path.join(target, "_dbt_streaming", "queries", f"{fingerprint}.json")
-
-
-def save_query(target: str, plan, sql: str, config: dict, materialization: str) -> None:
-    path = query_file(target, plan.fingerprint)
-    if os.path.exists(path):
-        return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as fh:
-        json.dump(
-            {
-                "sql": sql,
-                "materialization": materialization,
-                "dimensions": config.get("dimensions") or [],
-                **{k: config.get(k) for k in QUERY_CONFIG},
-            },
-            fh,
-        )
-    os.replace(path + ".tmp", path)
 
 
 def _batches(target: str, at_version: Optional[int]) -> list[dict]:
@@ -76,23 +45,21 @@ def _batches(target: str, at_version: Optional[int]) -> list[dict]:
             "SST501",
             f"{target} has no streaming commit"
             + (f" at or before version {at_version}" if at_version is not None else ""),
-            "snapshot equivalence compares a table with the input its stream consumed, recorded per commit",
+            "snapshot equivalence compares a table with the input its stream consumed, "
+            "recorded per commit",
             "Run `dbt run` on the model first (or pick a later `at_version`).",
         )
     return batches
 
 
 def _plan(catalog: Catalog, target: str, fingerprint: str):
-    from .streaming import StreamingModel, compile_model
-
     try:
-        with open(query_file(target, fingerprint)) as fh:
-            query = json.load(fh)
+        query = recorded_query(target, fingerprint)
     except FileNotFoundError:
         raise StreamingError(
             "SST502",
             f"the query that built {target} is not recorded",
-            f"no {query_file(target, fingerprint)} (the table predates query recording)",
+            f"no {query_path(target, fingerprint)} (the table predates query recording)",
             "Rebuild the model with `dbt run --full-refresh`.",
         ) from None
     if query.get("dimensions"):
@@ -104,17 +71,7 @@ def _plan(catalog: Catalog, target: str, fingerprint: str):
             "Remove the snapshot_equivalence test from this model; test the dimension join with "
             "ordinary dbt tests.",
         )
-    plan = compile_model(
-        catalog,
-        StreamingModel(
-            schema="",
-            identifier=target,
-            sql=query["sql"],
-            config={k: query.get(k) for k in QUERY_CONFIG},
-            full_refresh=False,
-            materialization=query["materialization"],
-        ),
-    )
+    plan = compile_model(catalog, recorded_model(target, query))
     if plan.fingerprint != fingerprint:
         raise StreamingError(
             "SST503",
@@ -133,7 +90,6 @@ def bind_inputs(
     watermark; `after` gives per source the version read before the first of them (-1: none)."""
     bindings = {}
     for i, name in enumerate(plan.sources):
-        schema, _, identifier = name.rpartition(".")
         schedule = [
             [b["sources"][name], b["watermark_ms"]] for b in batches if name in b["sources"]
         ]
@@ -146,7 +102,7 @@ def bind_inputs(
                     {"after": after.get(name, -1), "batches": schedule, "column": LATE_COLUMN}
                 ),
             )
-        reader.load(catalog.location(schema or "default", identifier)).createOrReplaceTempView(view)
+        reader.load(catalog.location_of(name)).createOrReplaceTempView(view)
         bindings[name] = view
     return bindings
 
@@ -264,7 +220,7 @@ def _restarted_keys(spark, plan, target: str, version: int, columns: list[str]):
     restarted, up to table version `version`; None if there are none."""
     if plan.upsert is None or plan.upsert.partials is None:
         return None
-    from ..delta.upsert import RESTARTED, VERSION, changelog_path
+    from ..delta.upsert import RESTARTED, VERSION
 
     by_name = {c.lower(): c for c in columns}
     keys = [by_name[k.lower()] for k in plan.upsert.unique_key]

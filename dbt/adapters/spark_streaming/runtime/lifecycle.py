@@ -1,6 +1,7 @@
 """Running a streaming model safely: one run at a time, and crash-safe full refreshes.
 
-Both keep their files under ``<warehouse>/.dbt_streaming/`` (hidden from the catalog):
+Both keep their files under ``<warehouse>/.dbt_streaming/`` (hidden from the catalog; layout.py
+names the paths):
 
 - ``locks/<schema>.<identifier>.lock``: held by the process running the model, with its pid
   and host. A second run fails at once (SSR307); a lock whose process is gone (same host) is
@@ -23,19 +24,21 @@ import uuid
 from contextlib import contextmanager
 from typing import Iterator
 
+from .. import layout
 from ..errors import StreamingError
 from ..faults import fault_point
 
 COMPLETE = "_dbt_refresh_complete"
 
 
-def _home(warehouse: str, kind: str) -> str:
-    path = os.path.join(warehouse, ".dbt_streaming", kind)
-    os.makedirs(path, exist_ok=True)
+def _made(path: str) -> str:
+    """`path`, once its parent directory exists."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     return path
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process `pid` (of this host) runs."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -48,7 +51,7 @@ def _alive(pid: int) -> bool:
 @contextmanager
 def model_lock(warehouse: str, name: str) -> Iterator[None]:
     """Hold the run lock of model `name` (schema.identifier) for the duration of the block."""
-    path = os.path.join(_home(warehouse, "locks"), f"{name}.lock")
+    path = _made(layout.lock_path(warehouse, name))
     me = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
@@ -66,17 +69,17 @@ def model_lock(warehouse: str, name: str) -> Iterator[None]:
             if (
                 owner.get("host") == me["host"]
                 and isinstance(owner.get("pid"), int)
-                and not _alive(owner["pid"])
+                and not alive(owner["pid"])
             ):
                 os.remove(path)  # stale: its process is gone
                 continue
             raise StreamingError(
                 "SSR307",
                 f"{name} is already being run",
-                f"process {owner.get('pid', '?')} on host {owner.get('host', '?')} holds its lock since "
-                f"{owner.get('since', '?')} ({path})",
-                "Wait for that run to finish. If that process is gone (another host, say), delete the "
-                "lock file.",
+                f"process {owner.get('pid', '?')} on host {owner.get('host', '?')} holds its lock "
+                f"since {owner.get('since', '?')} ({path})",
+                "Wait for that run to finish. If that process is gone (another host, say), delete "
+                "the lock file.",
             ) from None
         with os.fdopen(fd, "w") as fh:
             json.dump(me, fh)
@@ -90,9 +93,9 @@ def model_lock(warehouse: str, name: str) -> Iterator[None]:
             pass
 
 
-def refresh_path(warehouse: str, name: str) -> str:
-    """An empty directory to build model `name`'s new table in (a crashed build is discarded)."""
-    path = os.path.join(_home(warehouse, "refresh"), name)
+def empty_build(warehouse: str, name: str) -> str:
+    """Where to build model `name`'s new table, emptied (a crashed build is discarded)."""
+    path = _made(layout.refresh_path(warehouse, name))
     shutil.rmtree(path, ignore_errors=True)
     return path
 
@@ -101,7 +104,7 @@ def swap_in(warehouse: str, name: str, built: str, target: str) -> None:
     """Replace the table at `target` by the complete build at `built` (see module docstring)."""
     open(os.path.join(built, COMPLETE), "w").close()
     fault_point("refresh_built", -1)
-    trash = os.path.join(_home(warehouse, "trash"), f"{name}-{uuid.uuid4().hex[:8]}")
+    trash = _made(layout.trash_path(warehouse, name, uuid.uuid4().hex[:8]))
     if os.path.exists(target):
         os.rename(target, trash)
     fault_point("refresh_swapping", -1)
@@ -112,7 +115,7 @@ def swap_in(warehouse: str, name: str, built: str, target: str) -> None:
 
 def recover(warehouse: str, name: str, target: str) -> bool:
     """Finish a full refresh that crashed between its two renames; True if one was."""
-    built = os.path.join(warehouse, ".dbt_streaming", "refresh", name)
+    built = layout.refresh_path(warehouse, name)
     if os.path.exists(target) or not os.path.exists(os.path.join(built, COMPLETE)):
         return False
     os.rename(built, target)

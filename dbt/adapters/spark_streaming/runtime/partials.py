@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from ..delta.partials import UPDATED, partials_path
+from ..delta.partials import UPDATED
 from ..delta.upsert import key_tuples, rows_with_keys
-from .catalog import is_delta
+from ..layout import is_delta, partials_path
 
 
 def _step(plan, step: str, df, name: str):

@@ -8,8 +8,9 @@ import datetime as dt
 import os
 import shutil
 
-from .catalog import Catalog, is_delta
-from .views import VIEW_FILE, create_view, drop_view, view_file
+from ..layout import is_delta
+from .catalog import Catalog
+from .views import create_view, drop_view, view_file
 
 
 def sync_schema(catalog: Catalog, schema: str) -> None:
@@ -31,7 +32,7 @@ def rename(
         catalog.location(schema, identifier),
         catalog.location(to_schema, to_identifier),
     )
-    if os.path.isfile(os.path.join(source, VIEW_FILE)) and not is_delta(source):
+    if os.path.isfile(view_file(catalog, schema, identifier)) and not is_delta(source):
         with open(view_file(catalog, schema, identifier)) as fh:
             sql = fh.read()
         create_view(spark, catalog, to_schema, to_identifier, sql)

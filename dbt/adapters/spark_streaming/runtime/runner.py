@@ -3,7 +3,8 @@
 `trigger: {processing_time: '10 seconds'}` (or `continuous: true`, every 10 seconds) makes
 `dbt run` start the model's query in a runner process of its own (with its own embedded
 SparkSession) that outlives `dbt run`. `dbt run` returns once the query has started and
-finished its first trigger (so the table has caught up with the sources as they were).
+finished its first trigger (so the table has caught up with the sources as they were). This
+module is what `dbt run` and the runner share; the runner process itself is runtime/runner_main.py.
 
 Each runner keeps its files in ``<warehouse>/.dbt_streaming/runners/<schema>.<identifier>/``:
 
@@ -33,13 +34,14 @@ import time
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
+from .. import layout
 from ..errors import StreamingError, config_error
 from ..sql.intervals import parse_duration
-from .lifecycle import _alive
+from .lifecycle import alive
 
 DEFAULT_INTERVAL = "10 seconds"
 TERMINAL = ("stopped", "failed")
-MODULE = "dbt.adapters.spark_streaming.runtime.runner"
+MODULE = "dbt.adapters.spark_streaming.runtime.runner_main"  # the runner process (python -m)
 
 
 def processing_time(config: Mapping[str, Any]) -> Optional[str]:
@@ -75,13 +77,9 @@ def processing_time(config: Mapping[str, Any]) -> Optional[str]:
     return str(interval)
 
 
-def _runners(warehouse: str) -> str:
-    """Where the runners' files live (not created: reading a status must not create it)."""
-    return os.path.join(warehouse, ".dbt_streaming", "runners")
-
-
 def _dir(warehouse: str, name: str) -> str:
-    path = os.path.join(_runners(warehouse), name)
+    """Model `name`'s runner directory, created (reading a status must not create it)."""
+    path = layout.runner_path(warehouse, name)
     os.makedirs(path, exist_ok=True)
     return path
 
@@ -104,7 +102,7 @@ def _zombie(pid: int) -> bool:
 def status(warehouse: str, name: str) -> Optional[dict]:
     """The runner status of model `name` with ``alive`` (its process runs), or None if the model
     never had a runner. A runner whose process is gone without saying so is ``dead``."""
-    path = os.path.join(_runners(warehouse), name, "status.json")
+    path = os.path.join(layout.runner_path(warehouse, name), "status.json")
     try:
         with open(path) as fh:
             st = json.load(fh)
@@ -115,7 +113,7 @@ def status(warehouse: str, name: str) -> Optional[dict]:
     st["alive"] = (
         st.get("state") not in TERMINAL
         and isinstance(pid, int)
-        and (not same_host or (_alive(pid) and not _zombie(pid)))
+        and (not same_host or (alive(pid) and not _zombie(pid)))
     )
     if st.get("state") not in TERMINAL and not st["alive"]:
         st["state"] = "dead"
@@ -130,13 +128,13 @@ def error_text(st: dict) -> Optional[str]:
 
 def names(warehouse: str) -> list[str]:
     """Models (schema.identifier) that have or had a runner."""
-    root = _runners(warehouse)
+    root = layout.runners_path(warehouse)
     return sorted(os.listdir(root)) if os.path.isdir(root) else []
 
 
 def log_tail(warehouse: str, name: str, lines: int = 5) -> str:
     try:
-        with open(os.path.join(_runners(warehouse), name, "runner.log")) as fh:
+        with open(os.path.join(layout.runner_path(warehouse, name), "runner.log")) as fh:
             return " | ".join(
                 line.strip() for line in fh.read().splitlines()[-lines:] if line.strip()
             )
@@ -208,19 +206,17 @@ def stream_status(catalog) -> list[dict]:
     (as Spark counts them, while the runner runs) and last error."""
     from ..delta.sink import last_metadata
     from ..delta.source import latest_version
-    from .catalog import is_delta
 
     rows = []
-    for (schema, identifier), (path, _) in sorted(catalog._bound.items()):
+    for schema, identifier, path in sorted(catalog.bound()):
         meta = last_metadata(path) or {}
         if meta.get("materialization") not in ("streaming_view", "upsert_table"):
             continue
         name = f"{schema}.{identifier}"
         lag = {}
         for source, version in (meta.get("sources") or {}).items():
-            src_schema, _, src_id = source.rpartition(".")
-            src = catalog.location(src_schema or "default", src_id)
-            if is_delta(src):
+            src = catalog.location_of(source)
+            if layout.is_delta(src):
                 lag[source] = latest_version(src) - version
         st = status(catalog.warehouse, name) or {}
         rows.append(
@@ -262,7 +258,9 @@ def status_table(rows: list[dict]) -> str:
 
     cells = [cols] + [[cell(r, c) for c in cols] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells)
+    return "\n".join(
+        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in cells
+    )
 
 
 def stop_runners(warehouse: str, model: Optional[str] = None) -> list[list[str]]:
@@ -314,8 +312,8 @@ class Monitor:
 
     def batch(self, batch_id: int, rows_written: int, watermark: Optional[str]) -> None:
         print(
-            f"{time.strftime('%H:%M:%S')} batch {batch_id} committed: {rows_written} rows, watermark "
-            f"{watermark or 'none'}",
+            f"{time.strftime('%H:%M:%S')} batch {batch_id} committed: {rows_written} rows, "
+            f"watermark {watermark or 'none'}",
             flush=True,
         )
         self.save(
@@ -352,79 +350,3 @@ class Monitor:
                 self.save(state="running", ready=True)
             time.sleep(0.5)
         query.awaitTermination()  # raises if the query failed
-
-
-def main(spec_path: str) -> int:
-    """The runner process: run the model's query until stopped."""
-    from dbt_common.events.base_types import EventLevel
-    from dbt_common.events.event_manager_client import add_logger_to_manager
-    from dbt_common.events.logger import LineFormat, LoggerConfig
-
-    add_logger_to_manager(
-        LoggerConfig(
-            name="runner",
-            line_format=LineFormat.DebugText,
-            level=EventLevel.INFO,
-            output_stream=sys.stdout,
-        )
-    )
-    with open(spec_path) as fh:
-        spec = json.load(fh)
-    home = os.path.dirname(spec_path)
-    monitor = Monitor(
-        home,
-        {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "fingerprint": spec["fingerprint"],
-            "interval": spec["processing_time"],
-        },
-    )
-    signal.signal(signal.SIGTERM, lambda *_: setattr(monitor, "stop_requested", True))
-    try:
-        from .catalog import Catalog, register_location
-        from .session import get_spark
-        from .streaming import StreamingModel, run_streaming_model
-
-        spark = get_spark(spec["master"], spec["conf"])
-        for (schema, identifier), location in spec["locations"]:
-            register_location(schema, identifier, location)
-        catalog = Catalog(spark, spec["warehouse"])
-        catalog.bind_all()
-        run_streaming_model(spark, catalog, StreamingModel(**spec["model"]), monitor=monitor)
-    except BaseException as exc:  # noqa: BLE001 - the status must say why the runner ended
-        error: Any = str(exc)
-        if isinstance(exc, StreamingError):
-            error = {
-                "code": exc.code,
-                "what": exc.what,
-                "why": exc.why,
-                "fix": exc.fix,
-                "message": str(exc),
-            }
-        print(f"runner failed: {exc}", flush=True)
-        monitor.save(state="failed", error=error)
-        return 1
-    monitor.save(state="stopped")
-    print("runner stopped", flush=True)
-    return 0
-
-
-def _detach(spec_path: str) -> None:
-    log = open(os.path.join(os.path.dirname(spec_path), "runner.log"), "a")
-    subprocess.Popen(
-        [sys.executable, "-m", MODULE, spec_path],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        close_fds=True,
-    )
-
-
-if __name__ == "__main__":
-    if sys.argv[1] == "--detach":
-        _detach(sys.argv[2])
-    else:
-        sys.exit(main(sys.argv[1]))

@@ -11,7 +11,8 @@ from dbt.adapters.contracts.connection import AdapterResponse
 from deltalake import DeltaTable, write_deltalake
 
 from ..delta.types import spark_to_arrow_type
-from .catalog import Catalog, is_delta
+from ..layout import is_delta
+from .catalog import Catalog
 
 
 def agate_to_arrow(agate_table, types: dict[str, str]) -> pa.Table:

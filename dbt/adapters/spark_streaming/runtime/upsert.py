@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..delta.source import FORMAT
-from ..delta.upsert import changelog_path
 from ..errors import config_error
-from .catalog import is_delta, register_location
+from ..layout import changelog_path, is_delta
+from .catalog import register_location
 
 UPSERT_TABLE = "upsert_table"
 
@@ -24,7 +24,7 @@ class Changelogs(Mapping):
 
     def __getitem__(self, name: str) -> str:
         schema, _, identifier = name.rpartition(".")
-        path = changelog_path(self.catalog.location(schema or "default", identifier))
+        path = changelog_path(self.catalog.location_of(name))
         if self.dimensions & {name, identifier} or not is_delta(path):
             raise KeyError(name)
         register_location(schema or "default", f"{identifier}_changelog", path)

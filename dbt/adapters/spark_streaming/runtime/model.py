@@ -1,0 +1,175 @@
+"""One streaming model: what dbt passes (`StreamingModel`), its compiled plan (`compile_model`),
+where a run of it reads and writes (`Places`), and the record of its query kept beside its table
+(``<table>/_dbt_streaming/queries/<fingerprint>.json``), which snapshot_equivalence compiles
+again and a changed query is compared with."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .. import layout
+from .. import sql as sqlfront
+from ..delta import types
+from ..errors import StreamingError
+from . import upsert
+from .catalog import Catalog
+
+QUERY_CONFIG = (
+    "watermark_delay",
+    "unique_key",
+    "emit",
+    "state_ttl",
+    "constant_domain",
+)  # the configs that shape the compiled query
+
+
+@dataclass
+class StreamingModel:
+    """A streaming_view or upsert_table model, as the materialization hands it over."""
+
+    schema: str
+    identifier: str
+    sql: str
+    config: Mapping[str, Any]
+    full_refresh: bool
+    materialization: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.schema}.{self.identifier}"
+
+    def location(self, catalog: Catalog) -> str:
+        """The model's Delta table."""
+        return catalog.location(self.schema, self.identifier)
+
+    def runner_spec(self) -> dict:
+        """The model as JSON for its runner process (runtime/runner_main.py), which resumes it:
+        `StreamingModel(**spec)` is the model again, never a full refresh."""
+        return {**self.__dict__, "full_refresh": False, "config": dict(self.config)}
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where one run of a model reads and writes."""
+
+    target: str  # the model's Delta table
+    build: str  # where this run writes: the target, or aside for a full refresh (lifecycle.py)
+    sources: dict[str, str]  # each source of the plan -> its Delta table, in the plan's order
+
+    @property
+    def checkpoint(self) -> str:
+        """Spark's checkpoint of the query (it moves with the table a full refresh builds)."""
+        return layout.checkpoint_path(self.build)
+
+
+class SourceSchemas(Mapping):
+    """Column types of relations by name, read from Delta on demand (for sql.compile_query)."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+
+    def __getitem__(self, name: str) -> dict[str, str]:
+        path = self.catalog.location_of(name)
+        if not layout.is_delta(path):
+            raise KeyError(name)
+        return dict(types.table_columns(path))
+
+    def __iter__(self):
+        return iter(f"{s}.{i}" for s, i, _ in self.catalog.bound())
+
+    def __len__(self) -> int:
+        return len(self.catalog.bound())
+
+
+def compile_model(catalog: Catalog, model: StreamingModel):
+    """The model's QueryPlan (sql/), with SQL errors raised as StreamingError."""
+    try:
+        return sqlfront.compile_query(
+            model.sql,
+            schemas=SourceSchemas(catalog),
+            watermark_delay=model.config.get("watermark_delay"),
+            materialization=model.materialization,
+            unique_key=upsert.unique_key(model.config),
+            emit_early=upsert.emit_early(model.config, model.materialization),
+            changelogs=upsert.Changelogs(catalog, model.config.get("dimensions")),
+            state_ttl=model.config.get("state_ttl"),
+            constant_domain=upsert.names_config(model.config, "constant_domain"),
+            dimensions=upsert.names_config(model.config, "dimensions"),
+        )
+    except sqlfront.SqlError as exc:
+        raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None
+
+
+def _position(exc) -> str:
+    return (
+        f" (line {exc.position[0]}, column {exc.position[1]})"
+        if getattr(exc, "position", None)
+        else ""
+    )
+
+
+# The record of a model's query, by fingerprint, written before its stream runs.
+
+
+def record_query(target: str, plan, model: StreamingModel) -> None:
+    """Keep the model's query beside the table at `target` (once per fingerprint)."""
+    path = layout.query_path(target, plan.fingerprint)
+    if os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    config = dict(model.config)
+    with open(path + ".tmp", "w") as fh:
+        json.dump(
+            {
+                "sql": model.sql,
+                "materialization": model.materialization,
+                "dimensions": config.get("dimensions") or [],
+                **{k: config.get(k) for k in QUERY_CONFIG},
+            },
+            fh,
+        )
+    os.replace(path + ".tmp", path)
+
+
+def recorded_query(target: str, fingerprint: str) -> dict:
+    """The recorded query with `fingerprint` of the table at `target` (OSError if there is
+    none, ValueError if it is unreadable)."""
+    with open(layout.query_path(target, fingerprint)) as fh:
+        return json.load(fh)
+
+
+def recorded_model(target: str, query: dict) -> StreamingModel:
+    """The model that a recorded query describes, to compile it again (its identifier is the
+    table's path: it is named in messages only)."""
+    return StreamingModel(
+        schema="",
+        identifier=target,
+        sql=query["sql"],
+        config={k: query.get(k) for k in QUERY_CONFIG},
+        full_refresh=False,
+        materialization=query["materialization"],
+    )
+
+
+def query_change(target: str, fingerprint: str, sql: str) -> str:
+    """' (- old line / + new line ...)': the model SQL lines that changed, if the old query is
+    recorded."""
+    try:
+        old = recorded_query(target, fingerprint)["sql"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    lines = [
+        line[0] + " " + " ".join(line[1:].split())
+        for line in difflib.unified_diff(
+            old.strip().splitlines(), sql.strip().splitlines(), n=0, lineterm=""
+        )
+        if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()
+    ]
+    if not lines:
+        return ""
+    return " (" + " / ".join(lines[:4]) + (" / ..." if len(lines) > 4 else "") + ")"

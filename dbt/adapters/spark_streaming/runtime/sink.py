@@ -1,0 +1,194 @@
+"""The foreachBatch sink of a streaming model's query (`ModelSink`): each micro-batch becomes one
+exactly-once commit of the model's Delta table (delta/sink.py, delta/upsert.py for an
+upsert_table, and delta/partials.py for a state_ttl model's partial aggregates).
+
+Every Delta commit records, in commitInfo key `dbt_spark_streaming`: the source versions
+consumed so far, the batch's watermark, the Spark batch id and the query fingerprint. Source
+versions and watermark come from Spark's offset log, which Spark writes before it runs the
+batch, so a replayed batch records the same.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from typing import Optional
+
+from dbt.adapters.events.logging import AdapterLogger
+
+from ..delta import types
+from ..delta.partials import PartialsCommitter
+from ..delta.sink import BatchCommitter, create_table
+from ..delta.source import latest_version
+from ..delta.upsert import UpsertCommitter, create_changelog
+from ..layout import is_delta
+from . import partials as state
+from . import upsert
+from .model import Places, StreamingModel
+from .runner import Monitor
+
+logger = AdapterLogger("SparkStreaming")
+
+PROGRESS_EVERY_S = 10  # log a progress line per committed batch at most this often
+
+
+class ModelSink:
+    """Commits the micro-batches of a model's query to its table at `places.build`, exactly once;
+    call it as foreachBatch(batch_df, batch_id). Counts what this run wrote.
+
+    Per batch: create the table on the first one; make the committers (their Delta app id is
+    the query's id, in the checkpoint); skip a batch already committed (a replay after a crash);
+    read the batch's source versions and watermark from the checkpoint; commit its rows; report
+    progress (to the runner's `monitor`, or a log line every PROGRESS_EVERY_S)."""
+
+    def __init__(
+        self,
+        spark,
+        model: StreamingModel,
+        plan,
+        places: Places,
+        stream_schema,
+        started: float,
+        monitor: Optional[Monitor] = None,
+    ):
+        self.model, self.plan, self.monitor, self.started = model, plan, monitor, started
+        self.build, self.checkpoint = places.build, places.checkpoint
+        self.keep = plan.upsert.keep_column if plan.upsert else None
+        self.ranked = plan.upsert is not None and plan.upsert.rank_sql is not None
+        # state_ttl: partial aggregates in Delta
+        self.partials = plan.upsert.partials if plan.upsert else None
+        schema = (
+            upsert.ranked(plan, spark.createDataFrame([], stream_schema), model.name).schema
+            if self.ranked
+            else state.result_schema(plan, spark, stream_schema, model.name)
+            if self.partials
+            else stream_schema
+        )
+        columns = [
+            (f.name, f.dataType.simpleString()) for f in schema.fields if f.name != self.keep
+        ]
+        self.arrow_schema = types.arrow_schema(columns)
+        self.keys = upsert.key_columns(plan, [c for c, _ in columns])  # [] for a streaming_view
+        self.base_meta = {
+            "fingerprint": plan.fingerprint,
+            "model": model.name,
+            "materialization": model.materialization,
+        }
+        self.committers: list = []  # BatchCommitter | UpsertCommitter [, PartialsCommitter]
+        self.rows_written, self.commits, self.replayed = 0, 0, 0
+        self.batches: list[dict] = []  # sources and watermark of each batch committed by this run
+        self.logged_at = time.time()
+        self.latest = {n: latest_version(p) for n, p in places.sources.items()}
+
+    def ensure_table(self) -> None:
+        """Create the model's table, empty, unless it exists (and an upsert_table's changelog);
+        its first commit carries the query's metadata."""
+        if is_delta(self.build):
+            return
+        create_table(
+            self.build, self.arrow_schema, {**self.base_meta, "batch_id": None, "sources": {}}
+        )
+        if self.keys:
+            create_changelog(self.build, self.arrow_schema, restarts=self.partials is not None)
+
+    def __call__(self, batch_df, batch_id: int) -> None:
+        self.ensure_table()
+        if not self.committers:
+            self.committers = self._committers()
+        if self.committers[-1].committed(batch_id):
+            # Replay of a batch already in Delta: Spark (4.2+) still needs the plan executed.
+            batch_df.write.format("noop").mode("overwrite").save()
+            self.replayed += 1
+            return
+        versions, watermark_ms, batch_ts_ms = _read_offsets(self.checkpoint, batch_id)
+        meta = {
+            **self.base_meta,
+            "batch_id": batch_id,
+            "sources": versions,
+            "watermark_ms": watermark_ms,
+            "watermark": _iso(watermark_ms) if self.plan.watermark_delay_us is not None else None,
+        }
+        count = self._commit(batch_df, batch_id, meta, batch_ts_ms)
+        self.rows_written += count
+        self.commits += 1
+        self.batches.append({"sources": versions, "watermark_ms": watermark_ms})
+        self._progress(batch_id, count, versions, meta["watermark"])
+
+    def _committers(self) -> list:
+        app_id = f"dbt-spark-streaming-{_query_id(self.checkpoint)}"
+        committers: list = [
+            UpsertCommitter(self.build, app_id, self.arrow_schema, self.keys, self.keep)
+            if self.keys
+            else BatchCommitter(self.build, app_id, self.arrow_schema)
+        ]
+        if self.partials:  # its commit is the batch's last: the one that says the batch is done
+            committers.append(PartialsCommitter(self.build, app_id, list(self.partials.keys)))
+        return committers
+
+    def _commit(self, batch_df, batch_id: int, meta: dict, batch_ts_ms: int) -> int:
+        """Commit the batch's rows with `meta`; the number of rows (an upsert_table: changes)."""
+        plan, name, table = self.plan, self.model.name, self.committers[0]
+        if self.partials:  # state_ttl: merged with the stored partials of the keys it touches
+            rows, merged, restarted = state.batch(
+                plan, batch_df, self.build, batch_ts_ms, name, self.keys
+            )
+            meta["restarted_keys"] = len(restarted)
+            # a crash after the table's commit replays the batch: only the partials are left
+            # to store
+            count = (
+                0 if table.committed(batch_id) else table.commit(rows, batch_id, meta, restarted)
+            )
+            self.committers[1].commit(merged, batch_id, batch_ts_ms - self.partials.ttl_ms)
+            return count
+        if isinstance(table, BatchCommitter):  # its files are written by Spark tasks
+            return table.commit(batch_df, batch_id, meta)
+        if self.ranked:  # a Top-N: re-ranked with the table's rows of the partitions it touches
+            rows = upsert.rerank(plan, batch_df, self.build, self.keys, name)
+        else:
+            rows = batch_df.toArrow()
+        return table.commit(rows, batch_id, meta)
+
+    def _progress(self, batch_id: int, count: int, versions: dict, watermark) -> None:
+        if self.monitor is not None:
+            self.monitor.batch(batch_id, count, watermark)
+        elif time.time() - self.logged_at >= PROGRESS_EVERY_S:  # a long backfill shows progress
+            self.logged_at = time.time()
+            at = ", ".join(f"{n} v{v} of v{self.latest.get(n, '?')}" for n, v in versions.items())
+            logger.info(
+                f"{self.model.name}: batch {batch_id} committed ({at}): {self.rows_written} rows "
+                f"written in {self.commits} batches so far, {round(time.time() - self.started)}s"
+            )
+
+
+def _query_id(checkpoint: str) -> str:
+    """The id of the query whose checkpoint is at `checkpoint` (it survives restarts)."""
+    with open(os.path.join(checkpoint, "metadata")) as fh:
+        return json.load(fh)["id"]
+
+
+def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int, int]:
+    """Source versions (by table label), watermark and processing time (ms) of `batch_id`, from
+    Spark's offset log, which Spark writes before it runs the batch (so a replay reads the same)."""
+    with open(os.path.join(checkpoint, "offsets", str(batch_id))) as fh:
+        lines = fh.read().splitlines()
+    header = json.loads(lines[1])
+    watermark_ms, batch_ts_ms = header.get("batchWatermarkMs", 0), header.get("batchTimestampMs", 0)
+    versions = {}
+    for line in lines[2:]:
+        try:
+            offset = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(offset, dict) and "table" in offset:
+            versions[offset["table"]] = offset["version"]
+    return versions, watermark_ms, batch_ts_ms
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[
+        :-3
+    ]
