@@ -16,15 +16,26 @@ logger = AdapterLogger("SparkStreaming")
 _catalogs: dict = {}
 
 
+def profile_spark(creds) -> tuple[str, dict]:
+    """The profile's Spark master and settings: `server_side_parameters`, and its
+    `storage_options` as the executors' environment (they are also set in this process's
+    environment, which deltalake and pyarrow read here and a runner process inherits)."""
+    from .runtime.session import storage_environment
+
+    conf = storage_environment(creds.storage_options)
+    return creds.master, {**conf, **(creds.server_side_parameters or {})}
+
+
 def session_and_catalog(creds):
     """The shared SparkSession and the Catalog of `creds.warehouse_path` (bound once)."""
     from .runtime.catalog import Catalog
     from .runtime.session import get_spark
 
-    spark = get_spark(creds.master, creds.server_side_parameters)
+    spark = get_spark(*profile_spark(creds))
     catalog = _catalogs.get(creds.warehouse_path)
     if catalog is None:
-        catalog = _catalogs[creds.warehouse_path] = Catalog(spark, creds.warehouse_path)
+        catalog = Catalog(spark, creds.warehouse_path, creds.checkpoint_root)
+        _catalogs[creds.warehouse_path] = catalog
         catalog.bind_all()
     return spark, catalog
 

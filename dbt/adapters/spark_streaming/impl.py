@@ -3,7 +3,6 @@ The work is done in runtime/ (Spark) and delta/ (Delta I/O)."""
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 from dbt.adapters.base import available
@@ -11,7 +10,7 @@ from dbt.adapters.base.relation import AdapterTrackingRelationInfo, BaseRelation
 from dbt.adapters.capability import Capability, CapabilityDict, CapabilitySupport, Support
 from dbt.adapters.spark.impl import SparkAdapter
 
-from .connections import SparkStreamingConnectionManager, session_and_catalog
+from .connections import SparkStreamingConnectionManager, profile_spark, session_and_catalog
 from .relation import SparkStreamingRelation
 
 
@@ -88,10 +87,7 @@ class SparkStreamingAdapter(SparkAdapter):
             full_refresh=full_refresh,
             materialization=materialization,
         )
-        creds = self.config.credentials
-        return run_streaming_model(
-            spark, catalog, model, (creds.master, dict(creds.server_side_parameters or {}))
-        )
+        return run_streaming_model(spark, catalog, model, profile_spark(self.config.credentials))
 
     @available.parse_none
     def stream_status(self) -> dict:
@@ -106,7 +102,7 @@ class SparkStreamingAdapter(SparkAdapter):
         """Stop the runner of `model` (identifier or schema.identifier), or every runner."""
         from .runtime.runner import stop_runners
 
-        return stop_runners(self._session()[1].warehouse, model)
+        return stop_runners(self._session()[1].control, model)
 
     @available.parse_none
     def snapshot_equivalence(
@@ -146,26 +142,19 @@ class SparkStreamingAdapter(SparkAdapter):
 
     @available.parse_none
     def drop_delta_relation(self, relation: BaseRelation) -> None:
-        """Drop the relation from the catalog and delete its Delta table (and checkpoint)."""
-        catalog = self._session()[1]
-        path = catalog.location(relation.schema, relation.identifier)
-        catalog.unbind(relation.schema, relation.identifier)
-        from .runtime.views import drop_view  # a `view` model: its Spark view and stored SQL
+        """Drop the relation from the catalog and delete its Delta table (and checkpoint), or
+        its view (runtime/relations.py)."""
+        from .runtime.relations import drop
 
-        drop_view(catalog.spark, catalog, relation.schema, relation.identifier)
-        shutil.rmtree(path, ignore_errors=True)
+        drop(self._session()[1], relation.schema, relation.identifier)
         self.cache_dropped(relation)
 
     @available.parse_none
     def drop_delta_schema(self, relation: BaseRelation) -> None:
         """Drop every table of the schema, the schema, and its warehouse directory."""
-        import os
+        from .runtime.relations import drop_schema
 
-        spark, catalog = self._session()
-        for name in catalog.tables(relation.schema):
-            catalog.unbind(relation.schema, name)
-        spark.sql(f"DROP DATABASE IF EXISTS `{relation.schema}` CASCADE")
-        shutil.rmtree(os.path.join(catalog.warehouse, relation.schema.lower()), ignore_errors=True)
+        drop_schema(self._session()[1], relation.schema)
 
     # Batch materializations (table, view, incremental, snapshot): runtime/batch.py, views.py,
     # relations.py.

@@ -9,16 +9,26 @@ Per table (a Delta table at ``<table>``, usually ``<warehouse>/<schema>/<identif
     <table>/_dbt_streaming/queries/<fingerprint>.json   the model's query, as it was run
     <table>/_dbt_view.sql                    a `view` model's SQL (where a table would be)
 
-Per warehouse (hidden from the catalog: names starting with '.' or '_' are not schemas)::
+Per warehouse, in its *control root*: the warehouse itself, or the profile's `checkpoint_root`
+when one is set (hidden from the catalog: names starting with '.' or '_' are not schemas)::
 
-    <warehouse>/.dbt_streaming/locks/<schema>.<identifier>.lock    a model's run lock
-    <warehouse>/.dbt_streaming/runners/<schema>.<identifier>/      a continuous model's runner
-    <warehouse>/.dbt_streaming/refresh/<schema>.<identifier>/      a full refresh being built
-    <warehouse>/.dbt_streaming/trash/                              tables a full refresh replaced
+    <control>/.dbt_streaming/locks/<schema>.<identifier>.lock    a model's run lock
+    <control>/.dbt_streaming/runners/<schema>.<identifier>/      a continuous model's runner
+    <warehouse>/.dbt_streaming/refresh/<schema>.<identifier>/    a full refresh being built
+    <warehouse>/.dbt_streaming/trash/                            tables a full refresh replaced
+
+With a `checkpoint_root` (required when the warehouse is object storage, where Spark cannot
+write its checkpoints here), a model's checkpoint is not beside its table but at
+
+    <checkpoint_root>/.dbt_streaming/checkpoints/<schema>.<identifier>/
+
+and a full refresh rebuilds the table in place (object storage cannot rename a directory).
 
 Existing tables and checkpoints depend on these paths: changing one strands them. The functions
 only name paths; none creates or reads anything. Standard library only, so that every part
-of the package (delta/ included) can ask it.
+of the package (delta/ included) can ask it. A table path may be an object-store URI
+(delta/storage.py: joined with '/' as os.path.join does here); the control root is a local or
+shared directory.
 """
 
 from __future__ import annotations
@@ -28,11 +38,6 @@ import os
 TABLE_DIR = "_dbt_streaming"  # inside a table: what the adapter keeps beside the Delta data
 WAREHOUSE_DIR = ".dbt_streaming"  # inside the warehouse: locks, runners, refreshes, trash
 VIEW_FILE = "_dbt_view.sql"
-
-
-def is_delta(path: str) -> bool:
-    """Whether a Delta table is at `path`."""
-    return os.path.isdir(os.path.join(path, "_delta_log"))
 
 
 # Beside a table's data.
@@ -66,9 +71,15 @@ def view_path(location: str) -> str:
 # The warehouse's own files; `name` is a model's `schema.identifier`.
 
 
-def warehouse_path(warehouse: str, kind: str) -> str:
-    """``<warehouse>/.dbt_streaming/<kind>``: 'locks', 'runners', 'refresh' or 'trash'."""
-    return os.path.join(warehouse, WAREHOUSE_DIR, kind)
+def warehouse_path(root: str, kind: str) -> str:
+    """``<root>/.dbt_streaming/<kind>``: 'locks', 'runners', 'checkpoints' (of the control
+    root), 'refresh' or 'trash' (of a local warehouse)."""
+    return os.path.join(root, WAREHOUSE_DIR, kind)
+
+
+def external_checkpoint_path(checkpoint_root: str, name: str) -> str:
+    """Spark's checkpoint of model `name` when the profile sets a `checkpoint_root`."""
+    return os.path.join(warehouse_path(checkpoint_root, "checkpoints"), name)
 
 
 def lock_path(warehouse: str, name: str) -> str:

@@ -21,7 +21,6 @@ resolves `schema.identifier` to it (see runtime/catalog.py).
 from __future__ import annotations
 
 import json
-import os
 from typing import Iterator
 
 import pyarrow as pa
@@ -33,7 +32,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
-from . import types
+from . import storage, types
 
 FORMAT = "delta_rs"
 MAX_PARTITIONS = 8  # files of one read are grouped into at most this many Spark partitions
@@ -49,7 +48,7 @@ def _abs(root: str, path: str) -> str:
 
     if path.startswith("file://"):
         return unquote(path[len("file://") :])
-    return path if path.startswith("/") or "://" in path else os.path.join(root, unquote(path))
+    return path if path.startswith("/") or "://" in path else storage.join(root, unquote(path))
 
 
 def snapshot_files(root: str, version: int | None) -> list[tuple[str, dict]]:
@@ -76,8 +75,9 @@ def added_files(root: str, start_exclusive: int, end_inclusive: int) -> list[tup
 
     out = []
     for v in range(start_exclusive + 1, end_inclusive + 1):
-        with open(os.path.join(root, "_delta_log", f"{v:020d}.json")) as fh:
-            for line in fh:
+        log = storage.read_text(storage.join(root, "_delta_log", f"{v:020d}.json"))
+        for line in log.splitlines():
+            if line.strip():
                 action = json.loads(line)
                 if "add" in action and action["add"].get("dataChange", True):
                     out.append(
@@ -148,7 +148,8 @@ def _read(
     target = types.arrow_schema([(f.name, f.dataType.simpleString()) for f in schema.fields])
     data = pa.schema([f for f in target if f.name != late])
     for path, constants in files:
-        pf = pq.ParquetFile(path)
+        filesystem, file_path = storage.filesystem(path)
+        pf = pq.ParquetFile(filesystem.open_input_file(file_path))
         present = [n for n in data.names if n in pf.schema_arrow.names]
         for batch in pf.iter_batches(batch_size=65536, columns=present):
             batch = types.conform(batch, data, constants)

@@ -145,3 +145,17 @@ def remove_tree(uri: str) -> None:
     f, path = filesystem(uri)
     if f.get_file_info(path).type == fs.FileType.Directory:
         f.delete_dir(path)
+
+
+def move_tree(source: str, target: str) -> None:
+    """Move a directory to `target`, replacing what is there: a rename on a local filesystem;
+    on object storage a copy of every object, then the source deleted (not atomic)."""
+    remove_tree(target)
+    if not is_remote(source) and not is_remote(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.replace(source, target)
+        return
+    src_fs, src_path = filesystem(source)
+    dst_fs, dst_path = filesystem(target)
+    fs.copy_files(src_path, dst_path, source_filesystem=src_fs, destination_filesystem=dst_fs)
+    remove_tree(source)

@@ -15,14 +15,15 @@ A relation lives at `<warehouse_path>/<schema>/<identifier>` unless a source dec
 
 from __future__ import annotations
 
-import os
 import threading
 
 from dbt.adapters.events.logging import AdapterLogger
 
-from ..delta import types
+from .. import layout
+from ..delta import storage, types
 from ..delta.source import bound_source
-from ..layout import changelog_path, is_delta, view_path
+from ..delta.storage import is_delta
+from ..layout import changelog_path, view_path
 
 _locations: dict[tuple[str, str], str] = {}  # (schema, identifier) -> path, from source meta
 _lock = threading.Lock()
@@ -33,7 +34,7 @@ logger = AdapterLogger("SparkStreaming")
 def register_location(schema: str, identifier: str, location: str) -> None:
     """Record a source's explicit location (pure bookkeeping: safe at parse time)."""
     with _lock:
-        _locations[(schema.lower(), identifier.lower())] = os.path.abspath(location)
+        _locations[(schema.lower(), identifier.lower())] = storage.normalize(location)
 
 
 def registered_locations() -> list:
@@ -45,22 +46,32 @@ def registered_locations() -> list:
 class Catalog:
     """The Spark catalog view of the warehouse; one per SparkSession."""
 
-    def __init__(self, spark, warehouse_path: str):
+    def __init__(self, spark, warehouse_path: str, checkpoint_root: str | None = None):
         self.spark = spark
-        self.warehouse = os.path.abspath(warehouse_path)
+        self.warehouse = storage.normalize(warehouse_path)  # a directory or an s3:// URI
+        self.checkpoint_root = checkpoint_root and storage.normalize(checkpoint_root)
+        # where locks and runners live: local (or shared) even when the warehouse is not
+        self.control = self.checkpoint_root or self.warehouse
         self._bound: dict[tuple[str, str], tuple[str, list]] = {}  # -> (path, columns)
         self._lock = threading.RLock()
 
     def location(self, schema: str, identifier: str) -> str:
         """Where the relation `schema`.`identifier` lives (its Delta table, or a view's SQL)."""
         key = (schema.lower(), identifier.lower())
-        return _locations.get(key) or os.path.join(self.warehouse, *key)
+        return _locations.get(key) or storage.join(self.warehouse, *key)
 
     def location_of(self, name: str) -> str:
         """`location` of a relation named `schema.identifier` (schema `default` if it has none),
         as model SQL and the compiled plan name sources."""
         schema, _, identifier = name.rpartition(".")
         return self.location(schema or "default", identifier)
+
+    def checkpoint(self, name: str, table: str) -> str:
+        """Spark's checkpoint of model `name` (schema.identifier) whose table is built at
+        `table`: beside the table, or under the profile's `checkpoint_root` if it has one."""
+        if self.checkpoint_root:
+            return layout.external_checkpoint_path(self.checkpoint_root, name)
+        return layout.checkpoint_path(table)
 
     def bound(self) -> list[tuple[str, str, str]]:
         """(schema, identifier, path) of every bound Delta table."""
@@ -101,7 +112,7 @@ class Catalog:
             for schema, identifiers in _schema_dirs(self.warehouse):
                 self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{schema}`")
                 for identifier in identifiers:
-                    if is_delta(os.path.join(self.warehouse, schema, identifier)):
+                    if is_delta(storage.join(self.warehouse, schema, identifier)):
                         self.bind(schema, identifier)
                         self.bind_changelog(schema, identifier)
             self.bind_registered()
@@ -153,14 +164,11 @@ class Catalog:
 def _schema_dirs(warehouse: str) -> list[tuple[str, list[str]]]:
     """(schema, [identifier, ...]) of the warehouse's directories, sorted; the adapter's own
     directories (starting with '.' or '_') are not schemas."""
-    if not os.path.isdir(warehouse):
-        return []
-    out = []
-    for schema in sorted(os.listdir(warehouse)):
-        sdir = os.path.join(warehouse, schema)
-        if os.path.isdir(sdir) and not schema.startswith((".", "_")):
-            out.append((schema, sorted(os.listdir(sdir))))
-    return out
+    return [
+        (schema, storage.list_dirs(storage.join(warehouse, schema)))
+        for schema in storage.list_dirs(warehouse)
+        if not schema.startswith((".", "_"))
+    ]
 
 
 def stored_views(warehouse: str) -> list[tuple[str, str, str]]:
@@ -168,9 +176,11 @@ def stored_views(warehouse: str) -> list[tuple[str, str, str]]:
     out = []
     for schema, identifiers in _schema_dirs(warehouse):
         for identifier in identifiers:
-            location = os.path.join(warehouse, schema, identifier)
-            path = view_path(location)
-            if os.path.isfile(path) and not is_delta(location):
-                with open(path) as fh:
-                    out.append((schema, identifier, fh.read()))
+            location = storage.join(warehouse, schema, identifier)
+            try:
+                sql = storage.read_text(view_path(location))
+            except FileNotFoundError:
+                continue
+            if not is_delta(location):
+                out.append((schema, identifier, sql))
     return out

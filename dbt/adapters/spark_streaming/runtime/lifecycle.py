@@ -1,7 +1,7 @@
 """Running a streaming model safely: one run at a time, and crash-safe full refreshes.
 
 Both keep their files under ``<warehouse>/.dbt_streaming/`` (hidden from the catalog; layout.py
-names the paths):
+names the paths; locks under the profile's ``checkpoint_root`` when it has one):
 
 - ``locks/<schema>.<identifier>.lock``: held by the process running the model, with its pid
   and host. A second run fails at once (SSR307); a lock whose process is gone (same host) is
@@ -11,6 +11,8 @@ names the paths):
   the old table is moved to ``trash/`` and the new one into place, two renames. A crash
   before the marker leaves the old table; a crash between the renames is finished by the
   next run of the model (``recover``), which moves the complete build into place.
+
+With a ``checkpoint_root`` (object storage) a full refresh rebuilds in place instead (``clear``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from .. import layout
+from ..delta import storage
 from ..errors import StreamingError
 from ..faults import fault_point
 
@@ -111,6 +114,15 @@ def swap_in(warehouse: str, name: str, built: str, target: str) -> None:
     os.rename(built, target)
     os.remove(os.path.join(target, COMPLETE))
     shutil.rmtree(trash, ignore_errors=True)
+
+
+def clear(table: str, checkpoint: str) -> None:
+    """Delete a table and its checkpoint, for a full refresh that rebuilds it in place (when the
+    checkpoint is not beside the table: a `checkpoint_root`, as object storage needs). Readers
+    see the table empty, then growing, until the rebuild is done; a crash meanwhile leaves a
+    consistent prefix of it, which the next run goes on from."""
+    storage.remove_tree(table)
+    shutil.rmtree(checkpoint, ignore_errors=True)
 
 
 def recover(warehouse: str, name: str, target: str) -> bool:

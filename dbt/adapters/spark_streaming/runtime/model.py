@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .. import layout
 from .. import sql as sqlfront
-from ..delta import types
+from ..delta import storage, types
 from ..errors import StreamingError
 from . import upsert
 from .catalog import Catalog
@@ -60,11 +59,8 @@ class Places:
     target: str  # the model's Delta table
     build: str  # where this run writes: the target, or aside for a full refresh (lifecycle.py)
     sources: dict[str, str]  # each source of the plan -> its Delta table, in the plan's order
-
-    @property
-    def checkpoint(self) -> str:
-        """Spark's checkpoint of the query (it moves with the table a full refresh builds)."""
-        return layout.checkpoint_path(self.build)
+    checkpoint: str  # Spark's checkpoint of the query (Catalog.checkpoint)
+    rebuild: bool = False  # a full refresh in place: table and checkpoint cleared first
 
 
 class SourceSchemas(Mapping):
@@ -75,7 +71,7 @@ class SourceSchemas(Mapping):
 
     def __getitem__(self, name: str) -> dict[str, str]:
         path = self.catalog.location_of(name)
-        if not layout.is_delta(path):
+        if not storage.is_delta(path):
             raise KeyError(name)
         return dict(types.table_columns(path))
 
@@ -119,28 +115,22 @@ def _position(exc) -> str:
 def record_query(target: str, plan, model: StreamingModel) -> None:
     """Keep the model's query beside the table at `target` (once per fingerprint)."""
     path = layout.query_path(target, plan.fingerprint)
-    if os.path.exists(path):
+    if storage.exists(path):
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     config = dict(model.config)
-    with open(path + ".tmp", "w") as fh:
-        json.dump(
-            {
-                "sql": model.sql,
-                "materialization": model.materialization,
-                "dimensions": config.get("dimensions") or [],
-                **{k: config.get(k) for k in QUERY_CONFIG},
-            },
-            fh,
-        )
-    os.replace(path + ".tmp", path)
+    query = {
+        "sql": model.sql,
+        "materialization": model.materialization,
+        "dimensions": config.get("dimensions") or [],
+        **{k: config.get(k) for k in QUERY_CONFIG},
+    }
+    storage.write_text(path, json.dumps(query))
 
 
 def recorded_query(target: str, fingerprint: str) -> dict:
     """The recorded query with `fingerprint` of the table at `target` (OSError if there is
     none, ValueError if it is unreadable)."""
-    with open(layout.query_path(target, fingerprint)) as fh:
-        return json.load(fh)
+    return json.loads(storage.read_text(layout.query_path(target, fingerprint)))
 
 
 def recorded_model(target: str, query: dict) -> StreamingModel:

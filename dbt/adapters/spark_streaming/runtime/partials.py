@@ -13,8 +13,9 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from ..delta.partials import UPDATED
+from ..delta.storage import is_delta
 from ..delta.upsert import key_tuples, rows_with_keys
-from ..layout import is_delta, partials_path
+from ..layout import partials_path
 
 
 def _step(plan, step: str, df, name: str):

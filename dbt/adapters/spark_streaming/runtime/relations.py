@@ -5,10 +5,10 @@ commit timestamps (`dbt source freshness` without a `loaded_at_field`)."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 import shutil
 
-from ..layout import is_delta
+from ..delta import storage
+from ..delta.storage import is_delta
 from .catalog import Catalog
 from .views import create_view, drop_view, view_file
 
@@ -16,34 +16,50 @@ from .views import create_view, drop_view, view_file
 def sync_schema(catalog: Catalog, schema: str) -> None:
     """Rebind the schema's tables from disk: Delta tables written since (by another process)
     are bound, tables whose directory is gone are unbound, and their columns are refreshed."""
-    sdir = os.path.join(catalog.warehouse, schema.lower())
+    sdir = storage.join(catalog.warehouse, schema.lower())
     names = set(catalog.tables(schema))
-    if os.path.isdir(sdir):
-        names |= {i for i in os.listdir(sdir) if is_delta(os.path.join(sdir, i))}
+    names |= {i for i in storage.list_dirs(sdir) if is_delta(storage.join(sdir, i))}
     for identifier in sorted(names):
         catalog.bind(schema, identifier)
+
+
+def drop(catalog: Catalog, schema: str, identifier: str) -> None:
+    """Drop the relation: unbind it and delete its Delta table (with its checkpoint, wherever the
+    profile keeps checkpoints), or drop its view and stored SQL."""
+    path = catalog.location(schema, identifier)
+    catalog.unbind(schema, identifier)
+    drop_view(catalog.spark, catalog, schema, identifier)
+    storage.remove_tree(path)
+    if catalog.checkpoint_root:
+        shutil.rmtree(catalog.checkpoint(f"{schema}.{identifier}".lower(), path), True)
+
+
+def drop_schema(catalog: Catalog, schema: str) -> None:
+    """Drop every table of the schema, the schema, and its warehouse directory."""
+    for identifier in catalog.tables(schema):
+        drop(catalog, schema, identifier)
+    catalog.spark.sql(f"DROP DATABASE IF EXISTS `{schema}` CASCADE")
+    storage.remove_tree(storage.join(catalog.warehouse, schema.lower()))
 
 
 def rename(
     spark, catalog: Catalog, schema: str, identifier: str, to_schema: str, to_identifier: str
 ) -> None:
-    """Rename a table (move its directory) or a view (re-create it under the new name)."""
+    """Rename a table (move its directory: on object storage a copy, then a delete) or a view
+    (re-create it under the new name)."""
     source, target = (
         catalog.location(schema, identifier),
         catalog.location(to_schema, to_identifier),
     )
-    if os.path.isfile(view_file(catalog, schema, identifier)) and not is_delta(source):
-        with open(view_file(catalog, schema, identifier)) as fh:
-            sql = fh.read()
+    if not is_delta(source) and storage.exists(view_file(catalog, schema, identifier)):
+        sql = storage.read_text(view_file(catalog, schema, identifier))
         create_view(spark, catalog, to_schema, to_identifier, sql)
         drop_view(spark, catalog, schema, identifier)
-        shutil.rmtree(source, ignore_errors=True)
+        storage.remove_tree(source)
         return
     catalog.unbind(schema, identifier)
     catalog.unbind(to_schema, to_identifier)
-    shutil.rmtree(target, ignore_errors=True)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    os.replace(source, target)
+    storage.move_tree(source, target)
     catalog.bind(to_schema, to_identifier)
 
 

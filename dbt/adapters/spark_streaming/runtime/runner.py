@@ -6,7 +6,8 @@ SparkSession) that outlives `dbt run`. `dbt run` returns once the query has star
 finished its first trigger (so the table has caught up with the sources as they were). This
 module is what `dbt run` and the runner share; the runner process itself is runtime/runner_main.py.
 
-Each runner keeps its files in ``<warehouse>/.dbt_streaming/runners/<schema>.<identifier>/``:
+Each runner keeps its files in ``<root>/.dbt_streaming/runners/<schema>.<identifier>/``, where
+``<root>`` is the warehouse's control root (the profile's `checkpoint_root`, else the warehouse):
 
 - ``spec.json``: what to run (the compiled model, the Spark settings, source locations);
 - ``status.json``: written by the runner (atomically): pid, host, state (``starting``,
@@ -77,9 +78,9 @@ def processing_time(config: Mapping[str, Any]) -> Optional[str]:
     return str(interval)
 
 
-def _dir(warehouse: str, name: str) -> str:
+def _dir(root: str, name: str) -> str:
     """Model `name`'s runner directory, created (reading a status must not create it)."""
-    path = layout.runner_path(warehouse, name)
+    path = layout.runner_path(root, name)
     os.makedirs(path, exist_ok=True)
     return path
 
@@ -99,10 +100,10 @@ def _zombie(pid: int) -> bool:
         return False
 
 
-def status(warehouse: str, name: str) -> Optional[dict]:
+def status(root: str, name: str) -> Optional[dict]:
     """The runner status of model `name` with ``alive`` (its process runs), or None if the model
     never had a runner. A runner whose process is gone without saying so is ``dead``."""
-    path = os.path.join(layout.runner_path(warehouse, name), "status.json")
+    path = os.path.join(layout.runner_path(root, name), "status.json")
     try:
         with open(path) as fh:
             st = json.load(fh)
@@ -126,15 +127,15 @@ def error_text(st: dict) -> Optional[str]:
     return (error.get("message") if isinstance(error, dict) else error) or None
 
 
-def names(warehouse: str) -> list[str]:
+def names(root: str) -> list[str]:
     """Models (schema.identifier) that have or had a runner."""
-    root = layout.runners_path(warehouse)
-    return sorted(os.listdir(root)) if os.path.isdir(root) else []
+    runners = layout.runners_path(root)
+    return sorted(os.listdir(runners)) if os.path.isdir(runners) else []
 
 
-def log_tail(warehouse: str, name: str, lines: int = 5) -> str:
+def log_tail(root: str, name: str, lines: int = 5) -> str:
     try:
-        with open(os.path.join(layout.runner_path(warehouse, name), "runner.log")) as fh:
+        with open(os.path.join(layout.runner_path(root, name), "runner.log")) as fh:
             return " | ".join(
                 line.strip() for line in fh.read().splitlines()[-lines:] if line.strip()
             )
@@ -142,10 +143,10 @@ def log_tail(warehouse: str, name: str, lines: int = 5) -> str:
         return ""
 
 
-def start(warehouse: str, name: str, spec: dict, on_progress: Callable[[dict], None]) -> dict:
+def start(root: str, name: str, spec: dict, on_progress: Callable[[dict], None]) -> dict:
     """Start a runner for model `name` and wait until its query has finished its first trigger.
     Returns its status; raises the runner's own error if it fails before that."""
-    home = _dir(warehouse, name)
+    home = _dir(root, name)
     for stale in ("stop", "status.json"):
         if os.path.exists(os.path.join(home, stale)):
             os.remove(os.path.join(home, stale))
@@ -162,7 +163,7 @@ def start(warehouse: str, name: str, spec: dict, on_progress: Callable[[dict], N
     seen_batch = None
     while True:
         time.sleep(0.5)
-        st = status(warehouse, name)
+        st = status(root, name)
         if st is None:
             continue
         if st.get("last_batch") is not None and st["last_batch"] != seen_batch:
@@ -177,33 +178,33 @@ def start(warehouse: str, name: str, spec: dict, on_progress: Callable[[dict], N
             raise StreamingError(
                 "SSR310",
                 f"the runner of {name} stopped before its query started",
-                str(error or "it exited without a status")
-                + (f"; log: {log_tail(warehouse, name)}"),
+                str(error or "it exited without a status") + (f"; log: {log_tail(root, name)}"),
                 f"See {os.path.join(home, 'runner.log')}; fix the cause and run `dbt run` again.",
             )
 
 
-def stop(warehouse: str, name: str, timeout: float = 120.0) -> dict:
+def stop(root: str, name: str, timeout: float = 120.0) -> dict:
     """Ask model `name`'s runner to stop and wait until it has (SIGTERM after `timeout`)."""
-    st = status(warehouse, name)
+    st = status(root, name)
     if not st or not st["alive"]:
         return st or {"state": "none"}
-    open(os.path.join(_dir(warehouse, name), "stop"), "w").close()
+    open(os.path.join(_dir(root, name), "stop"), "w").close()
     deadline = time.time() + timeout
     while time.time() < deadline:
-        st = status(warehouse, name)
+        st = status(root, name)
         if not st["alive"]:
             return st
         time.sleep(0.5)
     os.kill(st["pid"], signal.SIGTERM)
     time.sleep(5)
-    return status(warehouse, name)
+    return status(root, name)
 
 
 def stream_status(catalog) -> list[dict]:
     """One row per streaming model of the warehouse: its runner's state (or ``on dbt run``),
     last batch, input rows/s, watermark, lag behind its sources' latest versions, late rows
     (as Spark counts them, while the runner runs) and last error."""
+    from ..delta import storage
     from ..delta.sink import last_metadata
     from ..delta.source import latest_version
 
@@ -216,9 +217,9 @@ def stream_status(catalog) -> list[dict]:
         lag = {}
         for source, version in (meta.get("sources") or {}).items():
             src = catalog.location_of(source)
-            if layout.is_delta(src):
+            if storage.is_delta(src):
                 lag[source] = latest_version(src) - version
-        st = status(catalog.warehouse, name) or {}
+        st = status(catalog.control, name) or {}
         rows.append(
             {
                 "model": name,
@@ -263,10 +264,10 @@ def status_table(rows: list[dict]) -> str:
     )
 
 
-def stop_runners(warehouse: str, model: Optional[str] = None) -> list[list[str]]:
+def stop_runners(root: str, model: Optional[str] = None) -> list[list[str]]:
     """Stop the runner of `model` (identifier or schema.identifier) or, without one, every running
     runner; [[model, state], ...]. SSR311 if `model` never had a runner."""
-    chosen = names(warehouse)
+    chosen = names(root)
     if model:
         wanted = str(model).lower()
         chosen = [n for n in chosen if wanted in (n, n.rpartition(".")[2])]
@@ -275,13 +276,11 @@ def stop_runners(warehouse: str, model: Optional[str] = None) -> list[list[str]]
                 "SSR311",
                 f"no runner for model {model}",
                 "only continuous models (a processing_time trigger) have one; known: "
-                + (", ".join(names(warehouse)) or "none"),
+                + (", ".join(names(root)) or "none"),
                 "Pass the model's name, e.g. --args '{model: my_model}'.",
             )
     return [
-        [n, stop(warehouse, n)["state"]]
-        for n in chosen
-        if model or (status(warehouse, n) or {}).get("alive")
+        [n, stop(root, n)["state"]] for n in chosen if model or (status(root, n) or {}).get("alive")
     ]
 
 

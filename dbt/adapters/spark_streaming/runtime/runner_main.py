@@ -58,7 +58,7 @@ def main(spec_path: str) -> int:
         spark = get_spark(spec["master"], spec["conf"])
         for (schema, identifier), location in spec["locations"]:
             register_location(schema, identifier, location)
-        catalog = Catalog(spark, spec["warehouse"])
+        catalog = Catalog(spark, spec["warehouse"], spec.get("checkpoint_root"))
         catalog.bind_all()
         run_streaming_model(spark, catalog, StreamingModel(**spec["model"]), monitor=monitor)
     except BaseException as exc:  # noqa: BLE001 - the status must say why the runner ended

@@ -10,8 +10,8 @@ import pyarrow as pa
 from dbt.adapters.contracts.connection import AdapterResponse
 from deltalake import DeltaTable, write_deltalake
 
+from ..delta.storage import is_delta
 from ..delta.types import spark_to_arrow_type
-from ..layout import is_delta
 from .catalog import Catalog
 
 

@@ -23,6 +23,18 @@ DEFAULTS = {
 }
 
 
+def storage_environment(options: dict | None) -> dict[str, str]:
+    """Set the profile's `storage_options` (AWS_ENDPOINT_URL, AWS_REGION, ...: the standard AWS
+    environment, which deltalake and pyarrow read) in this process's environment, and return
+    them as the executors' environment (spark.executorEnv.*; Spark redacts secrets in its UI)."""
+    conf = {}
+    for key, value in (options or {}).items():
+        value = str(value).lower() if isinstance(value, bool) else str(value)
+        os.environ[str(key)] = value
+        conf[f"spark.executorEnv.{key}"] = value
+    return conf
+
+
 def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
     """Create (once) and return the SparkSession, with the Delta source registered.
 

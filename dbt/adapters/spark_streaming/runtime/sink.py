@@ -22,8 +22,8 @@ from ..delta import types
 from ..delta.partials import PartialsCommitter
 from ..delta.sink import BatchCommitter, create_table
 from ..delta.source import latest_version
+from ..delta.storage import is_delta
 from ..delta.upsert import UpsertCommitter, create_changelog
-from ..layout import is_delta
 from . import partials as state
 from . import upsert
 from .model import Places, StreamingModel

@@ -21,8 +21,8 @@ from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta.sink import last_metadata
 from ..delta.source import FORMAT, added_files, latest_version
+from ..delta.storage import is_delta
 from ..errors import StreamingError
-from ..layout import is_delta
 from . import lifecycle, report, runner, upsert
 from .catalog import Catalog, registered_locations
 from .equivalence import late_rows
@@ -47,7 +47,7 @@ def run_streaming_model(
     interval = runner.processing_time(model.config)
     plan = compile_model(catalog, model)
     if monitor is not None:
-        with lifecycle.model_lock(catalog.warehouse, model.name):
+        with lifecycle.model_lock(catalog.control, model.name):
             return _run(spark, catalog, model, plan, started, interval, monitor)
     running = _settle_runner(catalog, model, plan, interval)
     if running:
@@ -55,7 +55,7 @@ def run_streaming_model(
             _message=f"running ({running})", duration_s=round(time.time() - started, 2)
         )
     if interval is None or model.full_refresh:
-        with lifecycle.model_lock(catalog.warehouse, model.name):
+        with lifecycle.model_lock(catalog.control, model.name):
             response = _run(spark, catalog, model, plan, started)
         if interval is None:
             return response
@@ -69,7 +69,7 @@ def _settle_runner(
     continuously (returns its 'pid ... on host'); refuse a changed query it runs (SSR301);
     stop it when the model is to run otherwise (--full-refresh, available_now); warn of one
     that died or failed."""
-    current = runner.status(catalog.warehouse, model.name)
+    current = runner.status(catalog.control, model.name)
     if current and current["alive"]:
         pid = f"pid {current['pid']} on {current['host']}"
         if interval and not model.full_refresh and current["fingerprint"] == plan.fingerprint:
@@ -91,7 +91,7 @@ def _settle_runner(
             )
         why = "--full-refresh" if model.full_refresh else "its trigger is now available_now"
         logger.info(f"{model.name}: stopping its runner ({pid}): {why}")
-        runner.stop(catalog.warehouse, model.name)
+        runner.stop(catalog.control, model.name)
     elif current and current["state"] in ("dead", "failed"):
         reason = (
             runner.error_text(current)
@@ -101,7 +101,7 @@ def _settle_runner(
                 f"heartbeat {current.get('heartbeat')}"
             )
         )
-        tail = runner.log_tail(catalog.warehouse, model.name, 3)
+        tail = runner.log_tail(catalog.control, model.name, 3)
         logger.warning(
             f"{model.name}: its runner {current['state']}: {reason}"
             + (f" (log: {tail})" if tail else "")
@@ -121,6 +121,7 @@ def _start_runner(
     """Start the model's runner and return once its query has finished its first trigger."""
     spec = {
         "warehouse": catalog.warehouse,
+        "checkpoint_root": catalog.checkpoint_root,
         "master": spark_settings[0],
         "conf": spark_settings[1],
         "locations": registered_locations(),
@@ -129,7 +130,7 @@ def _start_runner(
         "model": model.runner_spec(),
     }
     st = runner.start(
-        catalog.warehouse,
+        catalog.control,
         model.name,
         spec,
         lambda s: logger.info(
@@ -166,6 +167,8 @@ def _run(
     places = _places(catalog, model, plan)
     previous = _check_sources_and_state(model, plan, places)
     df = _plan_dataframe(spark, model, plan, places)
+    if places.rebuild:
+        lifecycle.clear(places.target, places.checkpoint)
     record_query(places.build, plan, model)  # for snapshot_equivalence
     sink = ModelSink(spark, model, plan, places, df.schema, started, monitor)
     query = _start(df, model, plan, places, sink, interval)
@@ -176,13 +179,19 @@ def _run(
 def _places(catalog: Catalog, model: StreamingModel, plan) -> Places:
     """Where this run reads and writes, once an interrupted full refresh is finished."""
     target = model.location(catalog)
+    sources = {name: catalog.location_of(name) for name in plan.sources}
+    if catalog.checkpoint_root:
+        # The checkpoint is not beside the table, and object storage cannot rename a
+        # directory: a full refresh rebuilds the table in place (lifecycle.clear).
+        checkpoint = catalog.checkpoint(model.name, target)
+        return Places(target, target, sources, checkpoint, rebuild=model.full_refresh)
     if lifecycle.recover(catalog.warehouse, model.name, target):
         logger.info(
             f"{model.name}: finished a full refresh that was interrupted while swapping tables"
         )
     # A full refresh builds the new table aside; the old one stays readable until it is complete.
     build = lifecycle.empty_build(catalog.warehouse, model.name) if model.full_refresh else target
-    return Places(target, build, {name: catalog.location_of(name) for name in plan.sources})
+    return Places(target, build, sources, catalog.checkpoint(model.name, build))
 
 
 def _check_sources_and_state(model: StreamingModel, plan, places: Places) -> dict:
@@ -197,6 +206,8 @@ def _check_sources_and_state(model: StreamingModel, plan, places: Places) -> dic
                 "Run `dbt seed` / the upstream model first, or set the source's "
                 "`meta: {location: ...}`.",
             )
+    if places.rebuild:  # the table and its state are about to be cleared
+        return {}
     dimensions = _dimensions(model, plan)
     streams = {n: p for n, p in places.sources.items() if n not in dimensions}
     return _check_state(model, plan, places.build, places.checkpoint, streams) or {}
@@ -316,7 +327,8 @@ def _finish(
     """Swap in a full refresh's table, rebind the table, and summarise the run (logged)."""
     if model.full_refresh:
         sink.ensure_table()  # no source rows at all: the rebuilt table is empty
-        lifecycle.swap_in(catalog.warehouse, model.name, places.build, places.target)
+        if not places.rebuild:
+            lifecycle.swap_in(catalog.warehouse, model.name, places.build, places.target)
         logger.info(
             f"{model.name}: --full-refresh rebuilt the table from the sources' full history"
         )

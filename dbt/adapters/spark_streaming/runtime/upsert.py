@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..delta.source import FORMAT
+from ..delta.storage import is_delta
 from ..errors import config_error
-from ..layout import changelog_path, is_delta
+from ..layout import changelog_path
 from .catalog import register_location
 
 UPSERT_TABLE = "upsert_table"

@@ -10,12 +10,12 @@ as they do in Spark.
 
 from __future__ import annotations
 
-import os
-
 from dbt.adapters.contracts.connection import AdapterResponse
 from dbt_common.exceptions import DbtRuntimeError
 
-from ..layout import is_delta, view_path
+from ..delta import storage
+from ..delta.storage import is_delta
+from ..layout import view_path
 from .catalog import Catalog
 
 
@@ -27,16 +27,13 @@ def create_view(spark, catalog: Catalog, schema: str, identifier: str, sql: str)
     """Create or replace the view in Spark (which checks the SQL), then persist its SQL."""
     schema, identifier = schema.lower(), identifier.lower()
     path = view_file(catalog, schema, identifier)
-    if is_delta(os.path.dirname(path)):
+    if is_delta(catalog.location(schema, identifier)):
         raise DbtRuntimeError(
             f"{schema}.{identifier} is a Delta table; drop it before creating a view"
         )
     catalog.unbind(schema, identifier)
     catalog.define_view(schema, identifier, sql)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as fh:
-        fh.write(sql)
-    os.replace(path + ".tmp", path)  # atomic: a later process sees the old or the new SQL
+    storage.write_text(path, sql)  # atomic: a later process sees the old or the new SQL
     return AdapterResponse(_message="OK")
 
 
@@ -44,7 +41,6 @@ def drop_view(spark, catalog: Catalog, schema: str, identifier: str) -> None:
     """Drop the Spark view and its definition file (no-op when there is none).
     `DROP TABLE IF EXISTS` drops a view too, and does not fail on a missing schema."""
     path = view_file(catalog, schema, identifier)
-    if os.path.exists(path):
-        os.remove(path)
+    storage.remove(path)
     if identifier.lower() not in catalog.tables(schema):  # a bound Delta table is not ours to drop
         spark.sql(f"DROP TABLE IF EXISTS `{schema}`.`{identifier}`")
