@@ -21,12 +21,13 @@ from dbt.adapters.events.logging import AdapterLogger
 
 from .. import sql as sqlfront
 from ..delta import types
+from ..delta.offsets import Position, versions_read
 from ..delta.partials import PartialsCommitter
 from ..delta.sink import BatchCommitter, create_table, last_metadata
-from ..delta.source import FORMAT, added_files, latest_version
+from ..delta.source import FORMAT, added_files, consumed, latest_version
 from ..delta.upsert import UpsertCommitter, create_changelog
 from ..errors import StreamingError
-from . import lifecycle, runner, upsert
+from . import admission, lifecycle, runner, upsert
 from . import partials as state
 from .catalog import Catalog, is_delta, registered_locations
 from .equivalence import late_rows, query_file, save_query
@@ -86,14 +87,22 @@ class _Schemas(Mapping):
         return len(self.catalog._bound)
 
 
-def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int, int]:
+def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int, int, dict]:
     """Source versions (by table label), watermark and processing time (ms) of `batch_id`, from
-    Spark's offset log, which Spark writes before it runs the batch (so a replay reads the same)."""
+    Spark's offset log, which Spark writes before it runs the batch (so a replay reads the same).
+    Also, for the oracle: the exact source positions (delta/offsets.py), and the watermark the
+    batch drops late rows against, which is the previous batch's (Spark's IncrementalExecution
+    eventTimeWatermarkForLateEvents) and differs when data batches follow each other."""
     with open(os.path.join(checkpoint, "offsets", str(batch_id))) as fh:
         lines = fh.read().splitlines()
     header = json.loads(lines[1])
+    late_ms = header.get("batchWatermarkMs", 0)
+    previous = os.path.join(checkpoint, "offsets", str(batch_id - 1))
+    if os.path.exists(previous):
+        with open(previous) as fh:
+            late_ms = json.loads(fh.read().splitlines()[1]).get("batchWatermarkMs", 0)
     watermark_ms, batch_ts_ms = header.get("batchWatermarkMs", 0), header.get("batchTimestampMs", 0)
-    versions = {}
+    versions, positions = {}, {}
     for line in lines[2:]:
         try:
             offset = json.loads(line)
@@ -101,7 +110,13 @@ def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int, 
             continue
         if isinstance(offset, dict) and "table" in offset:
             versions[offset["table"]] = offset["version"]
-    return versions, watermark_ms, batch_ts_ms
+            positions[offset["table"]] = Position.parse(offset).record()
+    return (
+        versions,
+        watermark_ms,
+        batch_ts_ms,
+        {"positions": positions, "late_watermark_ms": late_ms},
+    )
 
 
 def _iso(ms: int | None) -> str | None:
@@ -133,13 +148,10 @@ def _summarise(progress: list[dict]) -> tuple[int, dict, int, int | None, int]:
         late += sum(op.get("numRowsDroppedByWatermark", 0) for op in p.get("stateOperators", []))
         for s in p.get("sources", []):
             start_offset, end_offset = _offset(s.get("startOffset")), _offset(s.get("endOffset"))
-            start, end, label = (
-                start_offset.get("version"),
-                end_offset.get("version"),
-                end_offset.get("table"),
-            )
-            if label and end is not None and (start is None or end > start):
-                first = (start if start is not None else -1) + 1
+            label = end_offset.get("table")
+            read = versions_read(start_offset, end_offset) if label else None
+            if read:
+                first, end = read
                 prev = versions.get(label)
                 versions[label] = [min(prev[0], first) if prev else first, end]
         wm = p.get("eventTime", {}).get("watermark")
@@ -184,6 +196,7 @@ def run_streaming_model(
     started = time.time()
     interval = runner.processing_time(model.config)
     plan = compile_model(catalog, model)
+    admission.source_options(model.config)  # SSC201 before a runner starts
     if monitor is not None:
         with lifecycle.model_lock(catalog.warehouse, model.name):
             return _run(spark, catalog, model, plan, started, interval, monitor)
@@ -299,12 +312,10 @@ def _run(
                 "Run `dbt seed` / the upstream model first, or set the source's `meta: {location: ...}`.",
             )
     dimensions = _dimensions(model, plan)
-    previous = (
-        _check_state(
-            model, plan, build, checkpoint, {n: p for n, p in paths.items() if n not in dimensions}
-        )
-        or {}
-    )
+    streams = {n: p for n, p in paths.items() if n not in dimensions}
+    previous = _check_state(model, plan, build, checkpoint, streams) or {}
+    options = admission.source_options(model.config)  # max_files_per_trigger, starting_version...
+    admission.check_start(options, streams, checkpoint)
 
     bindings = {}
     for i, (name, path) in enumerate(paths.items()):
@@ -312,7 +323,7 @@ def _run(
         if name in dimensions:  # a table, read at its latest version when each micro-batch runs
             spark.read.format(FORMAT).load(path).createOrReplaceTempView(view)
         else:
-            spark.readStream.format(FORMAT).option("table", name).load(
+            spark.readStream.format(FORMAT).options(**options).option("table", name).load(
                 path
             ).createOrReplaceTempView(view)
         bindings[name] = view
@@ -375,11 +386,12 @@ def _run(
             batch_df.write.format("noop").mode("overwrite").save()
             written["replayed"] += 1
             return
-        versions, watermark_ms, batch_ts_ms = _read_offsets(checkpoint, batch_id)
+        versions, watermark_ms, batch_ts_ms, exact = _read_offsets(checkpoint, batch_id)
         meta = {
             **base_meta,
             "batch_id": batch_id,
             "sources": versions,
+            **exact,  # positions and late-row watermark, for the oracle (runtime/equivalence.py)
             "watermark_ms": watermark_ms,
             "watermark": _iso(watermark_ms) if plan.watermark_delay_us is not None else None,
         }
@@ -404,7 +416,7 @@ def _run(
             count = committer[0].commit(rows, batch_id, meta)
         written["rows"] += count
         written["commits"] += 1
-        run_batches.append({"sources": versions, "watermark_ms": watermark_ms})
+        run_batches.append({"sources": versions, "watermark_ms": watermark_ms, **exact})
         if monitor is not None:
             monitor.batch(batch_id, count, meta["watermark"])
         elif time.time() - progress["logged"] >= PROGRESS_EVERY_S:  # a long backfill shows progress
@@ -456,7 +468,7 @@ def _run(
             catalog,
             plan,
             run_batches,
-            previous.get("sources", {}),
+            consumed(previous),
             f"__dss_late_{model.schema}_{model.identifier}",
         )
         late = df.count() if df is not None else late
