@@ -50,6 +50,10 @@ def projection(source: str, config: str = "") -> str:
 
 
 SPLIT = ", max_files_per_trigger=5"
+TOTALS = """
+{{ config(materialized='upsert_table', constant_domain='item', max_files_per_trigger=5) }}
+SELECT item, SUM(price) AS total, COUNT(*) AS n FROM {{ source('raw', 'big') }} GROUP BY item
+"""
 
 
 def slot_bids(rng: random.Random, slot: int) -> pa.Table:
@@ -93,9 +97,9 @@ def data_commits(path: str) -> list[dict]:
     """Commits of batches that read something (a no-data batch repeats the last position)."""
     out, last = [], None
     for c in commits(path):
-        if c.get("batch_id") is not None and c["positions"] != last:
+        if c.get("batch_id") is not None and c.get("positions") != last:
             out.append(c)
-            last = c["positions"]
+            last = c.get("positions")
     return out
 
 
@@ -108,7 +112,7 @@ class TestSplitBatches:
     @pytest.fixture(scope="class")
     def models(self):
         names = ["snap_split", "snap_whole", "rows_split", "rows_whole", "big_split", "big_whole"]
-        names += ["from_v10", "from_v10_agg"]
+        names += ["from_v10", "from_v10_agg", "totals_split"]
         return {
             "sources.yml": SOURCES,
             "snap_split.sql": agg("appends", SPLIT),
@@ -119,6 +123,7 @@ class TestSplitBatches:
             "big_whole.sql": agg("big"),
             "from_v10.sql": projection("appends", ", starting_version=10, max_files_per_trigger=3"),
             "from_v10_agg.sql": agg("appends", ", starting_version=10, max_files_per_trigger=3"),
+            "totals_split.sql": TOTALS,
             "tests.yml": json.dumps(
                 {"models": [{"name": n, "data_tests": ["snapshot_equivalence"]} for n in names]}
             ),
@@ -163,7 +168,7 @@ class TestSplitBatches:
         # One version of 20 files, in time order: 4 batches whose watermarks close windows as
         # they go; nothing is late, so the table is the one big batch's.
         append_version(big, [slot_bids(rng, s) for s in range(1, FILES + 1)], "v1")
-        second = by_name(run_dbt(["run", "-s", "big_split", "big_whole"]))
+        second = by_name(run_dbt(["run", "-s", "big_split", "big_whole", "totals_split"]))
         split, whole = table_path(project, "big_split"), table_path(project, "big_whole")
         assert second["big_split"]["late_rows"] == 0
         positions = [c["positions"][b_label] for c in data_commits(split)]
@@ -182,13 +187,68 @@ class TestSplitBatches:
         # still counts and the last two (30..21: 30 bids) are late in the split run; the one big
         # batch keeps them all.
         append_version(big, [slot_bids(rng, 40 - i) for i in range(FILES)], "v2")
-        third = by_name(run_dbt(["run", "-s", "big_split", "big_whole"]))
+        third = by_name(run_dbt(["run", "-s", "big_split", "big_whole", "totals_split"]))
         assert third["big_split"]["late_rows"] == 30 and third["big_whole"]["late_rows"] == 0
         late = range(210, 310)  # minutes after 08:00 of the windows of slots 21..30
         assert rows(split) == [
             r for r in rows(whole) if (r[0] - BASE).total_seconds() // 60 not in late
         ]
 
+        # An upsert_table over the split versions: the totals of every bid
+        everything = (
+            DeltaTable(big)
+            .to_pyarrow_table()
+            .group_by("item")
+            .aggregate([("price", "sum"), ("price", "count")])
+        )
+        assert rows(table_path(project, "totals_split")) == sorted(
+            tuple(r.values())
+            for r in everything.select(["item", "price_sum", "price_count"]).to_pylist()
+        )
+        assert third["totals_split"]["batches"] >= 4
+
         # Each table equals its query run in batch over the files each micro-batch read.
         results = run_dbt(["test"])
-        assert len(results) == 8 and all(r.status == "pass" for r in results)
+        assert len(results) == 9 and all(r.status == "pass" for r in results)
+
+
+class TestOldCheckpointContinues:
+    """A table built before positions were recorded (its offsets are `{"table", "version"}`,
+    its commits have `sources` only; simulated by leaving the new keys out of the commits)
+    continues with split batches, and the oracle reads its old and new commits alike. (Also
+    checked once by hand with a checkpoint written by the code before this change.)"""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "sources.yml": SOURCES,
+            "old.sql": agg("big", SPLIT),
+            "tests.yml": json.dumps(
+                {"models": [{"name": "old", "data_tests": ["snapshot_equivalence"]}]}
+            ),
+        }
+
+    def test_old_offsets_and_commits(self, project, monkeypatch):
+        from dbt.adapters.spark_streaming.runtime import streaming
+
+        rng = random.Random(3)
+        big, label = table_path(project, "big"), f"{project.test_schema}.big"
+        for s in (0, 2, 1):
+            write_deltalake(big, slot_bids(rng, s), mode="append")
+        read = streaming._read_offsets
+        monkeypatch.setattr(streaming, "_read_offsets", lambda *a: (*read(*a)[:3], {}))
+        run_dbt(["run"])
+        monkeypatch.undo()
+        table = table_path(project, "old")
+        offsets = os.path.join(table, "_dbt_streaming", "checkpoint", "offsets")
+        with open(os.path.join(offsets, "0")) as fh:
+            assert json.loads(fh.read().splitlines()[2]) == {"table": label, "version": 2}
+        assert all("positions" not in c for c in commits(table))
+
+        append_version(big, [slot_bids(rng, 40 - i) for i in range(FILES)], "v3")
+        result = by_name(run_dbt(["run"]))["old"]
+        assert [c["positions"][label] for c in data_commits(table)[-4:]] == [
+            {"version": 3, "index": i, "snapshot": False} for i in (4, 9, 14)
+        ] + [{"version": 3}]
+        assert result["versions_read"] == {label: [3, 3]} and result["late_rows"] == 30
+        run_dbt(["test"])

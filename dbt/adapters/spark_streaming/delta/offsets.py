@@ -46,16 +46,15 @@ class Position:
         """An offset (dict, its JSON, or a bare version as in commits before positions)."""
         if offset is None:
             return ORIGIN
-        if isinstance(offset, str):
-            offset = json.loads(offset)
-        if isinstance(offset, int):
-            return cls(offset)
-        index = offset.get("index")
+        parsed = json.loads(offset) if isinstance(offset, str) else offset
+        if isinstance(parsed, int):
+            return cls(parsed)
+        index, start = parsed.get("index"), parsed.get("start")
         return cls(
-            int(offset["version"]),
+            int(parsed["version"]),
             None if index is None else int(index),
-            bool(offset.get("snapshot", False)) and index is not None,
-            None if offset.get("start") is None else int(offset["start"]),
+            bool(parsed.get("snapshot", False)) and index is not None,
+            None if start is None else int(start),
         )
 
     def offset(self, label: str) -> dict:
@@ -91,13 +90,13 @@ def starting(version: int) -> Position:
     return Position(version, -1, False, version)
 
 
-def _cursor(start: Position, snapshot_version: int) -> Position:
+def _cursor(start: Position, snapshot_version: int) -> tuple[int, int, bool]:
     """Where reading after `start` continues: the version, the last index read, snapshot or not."""
     if start.is_origin:
-        return Position(snapshot_version, -1, True, start.start)
+        return snapshot_version, -1, True
     if start.index is None:
-        return Position(start.version + 1, -1, False, start.start)
-    return start
+        return start.version + 1, -1, False
+    return start.version, start.index, start.snapshot
 
 
 def advance(
@@ -110,9 +109,8 @@ def advance(
     """The end of the next batch after `start`, reading at most up to version `target`: at most
     `max_files` files and `max_bytes` bytes (soft: a batch takes at least one file). Versions
     without data files are passed over. Returns `start` itself when there is nothing to read."""
-    cursor = _cursor(start, target)
+    version, index, snapshot = _cursor(start, target)
     last, n, size = start, 0, 0
-    version, index, snapshot = cursor.version, cursor.index, cursor.snapshot
     while version <= target:
         entries = files(version, snapshot)
         for i in range(index + 1, len(entries)):
@@ -131,9 +129,8 @@ def between(start: Position, end: Position, files: Files) -> list:
     """The files a batch from `start` to `end` reads, in reading order."""
     if end.key <= start.key:
         return []
-    cursor = _cursor(start, end.version)
+    version, index, snapshot = _cursor(start, end.version)
     out: list = []
-    version, index, snapshot = cursor.version, cursor.index, cursor.snapshot
     while version <= end.version:
         entries = files(version, snapshot)
         stop = len(entries) if version < end.version or end.index is None else end.index + 1

@@ -26,7 +26,6 @@ resolves `schema.identifier` to it (see runtime/catalog.py).
 from __future__ import annotations
 
 import json
-import os
 from typing import Iterator
 
 import pyarrow as pa
@@ -44,7 +43,10 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from . import offsets, types
-from .offsets import File, Position
+from .log import Log, snapshot_files, starting_position
+from .log import added_files as added_files  # the runtime imports these from here
+from .log import latest_version as latest_version
+from .offsets import Position
 
 FORMAT = "delta_rs"
 MAX_PARTITIONS = 8  # files of one read are grouped into at most this many Spark partitions
@@ -54,97 +56,6 @@ DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
 class FilesPartition(InputPartition):
     def __init__(self, files: list[tuple[str, dict]]):
         self.files = files  # (absolute parquet path, partition values)
-
-
-def _abs(root: str, path: str) -> str:
-    from urllib.parse import unquote
-
-    if path.startswith("file://"):
-        return unquote(path[len("file://") :])
-    return path if path.startswith("/") or "://" in path else os.path.join(root, unquote(path))
-
-
-def snapshot_files(root: str, version: int | None) -> list[File]:
-    """Data files of the snapshot at `version` (latest if None), sorted by path: the order in
-    which a stream reads a snapshot."""
-    from deltalake import DeltaTable
-
-    dt = DeltaTable(root, version=version)
-    actions = pa.table(dt.get_add_actions(flatten=True))
-    actions = actions.select(
-        [
-            c
-            for c in actions.column_names
-            if c in ("path", "size_bytes") or c.startswith("partition.")
-        ]
-    ).to_pylist()
-    files = [
-        File(
-            _abs(root, a["path"]),
-            {k[len("partition.") :]: v for k, v in a.items() if k.startswith("partition.")},
-            a.get("size_bytes") or 0,
-        )
-        for a in actions
-    ]
-    return sorted(files, key=lambda f: f.path)
-
-
-def version_files(root: str, version: int) -> list[File]:
-    """Files added (dataChange) by commit `version`, in log order; SSD401 if it removes data."""
-    out = []
-    with open(os.path.join(root, "_delta_log", f"{version:020d}.json")) as fh:
-        for line in fh:
-            action = json.loads(line)
-            if "add" in action and action["add"].get("dataChange", True):
-                add = action["add"]
-                out.append(
-                    File(_abs(root, add["path"]), add.get("partitionValues") or {}, add["size"])
-                )
-            elif "remove" in action and action["remove"].get("dataChange", True):
-                from ..errors import StreamingError
-
-                raise StreamingError(
-                    "SSD401",
-                    f"source table {root} is not append-only",
-                    f"Delta version {version} removes data (an overwrite, delete or MERGE), "
-                    "which a streaming_view cannot retract",
-                    "Only append to streaming sources, or rebuild the model with "
-                    "`dbt run --full-refresh`.",
-                )
-    return out
-
-
-def added_files(root: str, start_exclusive: int, end_inclusive: int) -> list[File]:
-    """Files added (dataChange) by commits (start, end]; fails (SSD401) if a commit removes data."""
-    return [
-        f for v in range(start_exclusive + 1, end_inclusive + 1) for f in version_files(root, v)
-    ]
-
-
-class Log:
-    """The files of a table's versions in reading order (offsets.Files), the last few cached:
-    consecutive batches, and the oracle's batches, read the same versions again."""
-
-    KEEP = 8
-
-    def __init__(self, root: str):
-        self.root = root
-        self._cache: dict[tuple[int, bool], list[File]] = {}
-
-    def files(self, version: int, snapshot: bool) -> list[File]:
-        key = (version, snapshot)
-        if key not in self._cache:
-            if len(self._cache) >= self.KEEP:
-                del self._cache[next(iter(self._cache))]
-            self._cache[key] = (
-                snapshot_files(self.root, version)
-                if snapshot
-                else version_files(self.root, version)
-            )
-        return self._cache[key]
-
-    def latest(self) -> int:
-        return latest_version(self.root)
 
 
 def files_by_batch(root: str, after, batches: list[list], column: str) -> list[tuple[str, dict]]:
@@ -187,49 +98,6 @@ def consumed(meta: dict) -> dict:
     """Per source, the position a model's commit (its metadata) had read up to: its recorded
     offset, or for commits written before positions were recorded, its version."""
     return {**meta.get("sources", {}), **meta.get("positions", {})}
-
-
-def starting_position(root: str, options: dict) -> Position:
-    """Where a new stream starts: the snapshot (offsets.ORIGIN), or option `startingVersion`
-    (a version or 'latest') or `startingTimestamp` (ISO; the first version committed at or
-    after it), as Delta's. SSC201 if the table has no such version yet."""
-    version, timestamp = options.get("startingVersion"), options.get("startingTimestamp")
-    if version is None and timestamp is None:
-        return offsets.ORIGIN
-    latest = latest_version(root)
-    if version == "latest":
-        return offsets.starting(latest + 1)
-    if version is not None:
-        if int(version) <= latest:
-            return offsets.starting(int(version))
-        got, key, expected = int(version), "starting_version", f"0..{latest} or 'latest'"
-    else:
-        from datetime import datetime, timezone
-
-        at = datetime.fromisoformat(timestamp)
-        at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
-        ms = at.timestamp() * 1000
-        from deltalake import DeltaTable
-
-        after = [h["version"] for h in DeltaTable(root).history() if h["timestamp"] >= ms]
-        if after:
-            return offsets.starting(min(after))
-        got, key, expected = timestamp, "starting_timestamp", "at or before the last commit"
-    from ..errors import config_error
-
-    raise config_error(
-        key,
-        got,
-        f"{expected} of the Delta table {root} (latest version {latest})",
-        "Pick a version the table has, or `starting_version: latest` to read only what is "
-        "appended from now on.",
-    )
-
-
-def latest_version(root: str) -> int:
-    from deltalake import DeltaTable
-
-    return DeltaTable(root).version()
 
 
 def _partitions(files: list) -> list[FilesPartition]:
