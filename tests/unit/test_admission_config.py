@@ -153,6 +153,11 @@ def test_oracle_files_per_batch_old_and_new_commits(table):
     began = [[{"version": 2, "index": -1, "snapshot": False, "start": 2}, 0]]
     began += [[{"version": 3, "start": 2}, 7]]
     assert values(files_by_batch(path, -1, began, "wm")) == [(2, 7), (3, 7)]
+    # ... and its later run from a position inside version 2 (no whole-history check then)
+    later = [[{"version": 3, "start": 2}, 8]]
+    assert values(files_by_batch(path, {"version": 2, "index": 0, "start": 2}, later, "wm")) == [
+        (3, 8)
+    ]
 
 
 def test_oracle_refuses_a_rewritten_table(table):

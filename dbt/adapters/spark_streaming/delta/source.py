@@ -69,6 +69,7 @@ def files_by_batch(root: str, after, batches: list[list], column: str) -> list[t
 
     log, out = Log(root), []
     start = first = Position.parse(after)
+    from_start = first.is_origin  # else the batches of a later run (its late rows only)
     for end_offset, watermark_ms in batches:
         end = Position.parse(end_offset)
         if start.is_origin and end.start is not None:
@@ -78,7 +79,7 @@ def files_by_batch(root: str, after, batches: list[list], column: str) -> list[t
             for f in offsets.between(start, end, log.files)
         ]
         start = max(start, end, key=lambda p: p.key)
-    if (first.is_origin or first.start is not None) and start.index is None and start.version >= 0:
+    if from_start and start.index is None and start.version >= 0:
         expected = {f.path for f in log.files(start.version, True)}
         if first.start:  # began at a version: the snapshot before it was never read
             expected -= {f.path for f in log.files(first.start - 1, True)}
