@@ -4,11 +4,16 @@ Batch: the snapshot at the latest version or at option `versionAsOf`. With optio
 `batchWatermarks` (the snapshot-equivalence oracle and the late-row listing), each row also
 carries, in the column the option names (sql/oracle.py LATE_COLUMN), the watermark of the
 micro-batch that read it: see `files_by_batch`.
-Streaming: offsets are Delta versions, ``{"table": label, "version": v}``. The first
-micro-batch reads the snapshot of the latest version; later ones read the files added
-by versions (start, end]. A version that removes data (overwrite, delete, MERGE) makes
-the input non-append-only and fails the stream with SSD401. Supports the available-now
-trigger natively (pyspark 4.3), so `dbt run` processes what is there and stops.
+Streaming: a stream starts with the snapshot of the latest version (or, with option
+`startingVersion` / `startingTimestamp`, with the changes from that version on), then reads
+the files later versions add. Admission control (options `maxFilesPerTrigger`, default 1000,
+and `maxBytesPerTrigger`) splits a large snapshot or version into several micro-batches;
+offsets are positions in a fixed file order (delta/offsets.py), and the old offsets
+``{"table": label, "version": v}`` of existing checkpoints still read as "v fully read". A
+version that removes data (overwrite, delete, MERGE) makes the input non-append-only and
+fails the stream with SSD401. Supports the available-now trigger natively (pyspark 4.3):
+`dbt run` processes what is there when it starts, in as many batches as the limits need,
+and stops.
 
 This module is imported by every Python worker that reads a source, so it imports no dbt and
 no sqlglot (the package's __init__ defers its dbt imports).
@@ -30,12 +35,22 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
 
-from . import storage, types
+from . import offsets, storage, types
+from .log import Log, snapshot_files, starting_position
+from .log import added_files as added_files  # the runtime imports these from here
+from .log import latest_version as latest_version
+from .offsets import Position
 
 FORMAT = "delta_rs"
 MAX_PARTITIONS = 8  # files of one read are grouped into at most this many Spark partitions
+DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
 
 
 class FilesPartition(InputPartition):
@@ -43,99 +58,54 @@ class FilesPartition(InputPartition):
         self.files = files  # (absolute parquet path, partition values)
 
 
-def _abs(root: str, path: str) -> str:
-    from urllib.parse import unquote
-
-    if path.startswith("file://"):
-        return unquote(path[len("file://") :])
-    return path if path.startswith("/") or "://" in path else storage.join(root, unquote(path))
-
-
-def snapshot_files(root: str, version: int | None) -> list[tuple[str, dict]]:
-    """Data files of the snapshot at `version` (latest if None), with partition values."""
-    from deltalake import DeltaTable
-
-    dt = DeltaTable(root, version=version)
-    actions = pa.table(dt.get_add_actions(flatten=True))
-    actions = actions.select(
-        [c for c in actions.column_names if c == "path" or c.startswith("partition.")]
-    ).to_pylist()
-    return [
-        (
-            _abs(root, a["path"]),
-            {k[len("partition.") :]: v for k, v in a.items() if k.startswith("partition.")},
-        )
-        for a in actions
-    ]
-
-
-def added_files(root: str, start_exclusive: int, end_inclusive: int) -> list[tuple[str, dict]]:
-    """Files added (dataChange) by commits (start, end]; fails (SSD401) if a commit removes data."""
+def files_by_batch(root: str, after, batches: list[list], column: str) -> list[tuple[str, dict]]:
+    """The files micro-batches read, each tagged with its batch's watermark (ms) under `column`.
+    `batches` is [[end position, watermark ms], ...] in batch order, as recorded in the model's
+    commits (`consumed`); reading starts after position `after` (-1: the stream's start). The
+    same `offsets.between` over the same file order as the stream gives each batch exactly its
+    files. From the start, the files must be exactly the snapshot at the last end version
+    (minus the versions before `starting_version`), or SSD402."""
     from ..errors import StreamingError
 
-    out = []
-    for v in range(start_exclusive + 1, end_inclusive + 1):
-        log = storage.read_text(storage.join(root, "_delta_log", f"{v:020d}.json"))
-        for line in log.splitlines():
-            if line.strip():
-                action = json.loads(line)
-                if "add" in action and action["add"].get("dataChange", True):
-                    out.append(
-                        (
-                            _abs(root, action["add"]["path"]),
-                            action["add"].get("partitionValues") or {},
-                        )
-                    )
-                elif "remove" in action and action["remove"].get("dataChange", True):
-                    raise StreamingError(
-                        "SSD401",
-                        f"source table {root} is not append-only",
-                        f"Delta version {v} removes data (an overwrite, delete or MERGE), which a "
-                        "streaming_view cannot retract",
-                        "Only append to streaming sources, or rebuild the model with `dbt run --full-refresh`.",
-                    )
-    return out
-
-
-def files_by_batch(
-    root: str, after: int, batches: list[list[int]], column: str
-) -> list[tuple[str, dict]]:
-    """The files micro-batches read, each tagged with its batch's watermark (ms) under
-    `column`. `batches` is [[end version, watermark ms], ...] in batch order, as recorded in
-    the model's commits; reading starts after version `after` (-1: the first batch read the
-    snapshot of its end version, as DeltaStreamReader does). From the start, the files must
-    be exactly the snapshot at the last end version (SSD402 otherwise)."""
-    from ..errors import StreamingError
-
-    out, start = [], after
-    for end, watermark_ms in batches:
-        if end <= start:
-            continue
-        files = snapshot_files(root, end) if start < 0 else added_files(root, start, end)
-        out += [(path, {**constants, column: watermark_ms}) for path, constants in files]
-        start = end
-    if after < 0 and start >= 0:
-        read, snapshot = {f for f, _ in out}, {f for f, _ in snapshot_files(root, start)}
-        if read != snapshot:
+    log, out = Log(root), []
+    start = first = Position.parse(after)
+    from_start = first.is_origin  # else the batches of a later run (its late rows only)
+    for end_offset, watermark_ms in batches:
+        end = Position.parse(end_offset)
+        if start.is_origin and end.start is not None:
+            start = first = offsets.starting(end.start)
+        out += [
+            (f.path, {**f.partition_values, column: watermark_ms})
+            for f in offsets.between(start, end, log.files)
+        ]
+        start = max(start, end, key=lambda p: p.key)
+    if from_start and start.index is None and start.version >= 0:
+        expected = {f.path for f in log.files(start.version, True)}
+        if first.start:  # began at a version: the snapshot before it was never read
+            expected -= {f.path for f in log.files(first.start - 1, True)}
+        read = {f for f, _ in out}
+        if read != expected:
             raise StreamingError(
                 "SSD402",
-                f"the files of {root} at version {start} are not the ones the stream read",
-                f"{len(read - snapshot)} file(s) read are gone and {len(snapshot - read)} are new "
+                f"the files of {root} at version {start.version} are not the ones the stream read",
+                f"{len(read - expected)} file(s) read are gone and {len(expected - read)} are new "
                 "(the table was rewritten, e.g. compacted)",
                 "Rebuild the model with `dbt run --full-refresh`.",
             )
     return out
 
 
-def latest_version(root: str) -> int:
-    from deltalake import DeltaTable
+def consumed(meta: dict) -> dict:
+    """Per source, the position a model's commit (its metadata) had read up to: its recorded
+    offset, or for commits written before positions were recorded, its version."""
+    return {**meta.get("sources", {}), **meta.get("positions", {})}
 
-    return DeltaTable(root).version()
 
-
-def _partitions(files: list[tuple[str, dict]]) -> list[FilesPartition]:
-    n = min(MAX_PARTITIONS, len(files))
-    return [FilesPartition(files[i::n]) for i in range(n)]
+def _partitions(files: list) -> list[FilesPartition]:
+    """(path, partition values) of `files` (File or pairs) round-robin into <= MAX_PARTITIONS."""
+    pairs = [(f[0], f[1]) for f in files]
+    n = min(MAX_PARTITIONS, len(pairs))
+    return [FilesPartition(pairs[i::n]) for i in range(n)]
 
 
 def _read(
@@ -183,40 +153,58 @@ class DeltaBatchReader(DataSourceReader):
         return _read(partition.files, self.schema, self.late)
 
 
+def read_limits(options) -> tuple[int | None, int | None]:
+    """(max files, max bytes) per micro-batch from options `maxFilesPerTrigger` and
+    `maxBytesPerTrigger` (bytes). As Delta's: 1000 files unless only a byte limit is set."""
+    files, size = options.get("maxFilesPerTrigger"), options.get("maxBytesPerTrigger")
+    if files is None and size is None:
+        return DEFAULT_MAX_FILES, None
+    return (None if files is None else int(files)), (None if size is None else int(size))
+
+
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, path: str, label: str, schema):
-        self.path, self.label, self.schema = path, label, schema
+    """Offsets and admission control: delta/offsets.py. The available-now trigger freezes the
+    target version; each latestOffset then admits up to the limits, so a large backlog runs as
+    several micro-batches, the last of them ending exactly at the target."""
+
+    def __init__(self, path: str, label: str, schema, options):
+        self.path, self.label, self.schema, self.options = path, label, schema, options
+        self.max_files, self.max_bytes = read_limits(options)
+        self.log = Log(path)
         self._target: int | None = None  # version frozen by prepareForTriggerAvailableNow
 
-    def _offset(self, version: int) -> dict:
-        return {"table": self.label, "version": version}
-
-    def _latest(self) -> int:
-        return latest_version(self.path)
-
     def initialOffset(self):
-        return self._offset(-1)
+        return starting_position(self.path, self.options).offset(self.label)
 
     def getDefaultReadLimit(self):
-        return ReadAllAvailable()
+        if self.max_files is not None:
+            return ReadMaxFiles(self.max_files)
+        return ReadMaxBytes(self.max_bytes) if self.max_bytes is not None else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self):
-        self._target = self._latest()
+        self._target = self.log.latest()
 
     def latestOffset(self, start=None, limit=None):
-        latest = self._target if self._target is not None else self._latest()
-        if start is not None and latest <= start["version"]:
-            return start
-        return self._offset(latest)
+        """The end of the next batch; `start` itself if there is nothing new. Any limit but
+        ReadAllAvailable (Spark's, e.g. for Trigger.Once) applies both configured limits: Python
+        sources cannot return Spark's composite limit."""
+        target = self._target if self._target is not None else self.log.latest()
+        begin = Position.parse(start)
+        limited = limit is not None and not isinstance(limit, ReadAllAvailable)
+        end = offsets.advance(
+            begin,
+            target,
+            self.log.files,
+            self.max_files if limited else None,
+            self.max_bytes if limited else None,
+        )
+        return start if end == begin else end.offset(self.label)
 
     def reportLatestOffset(self):
-        return self._offset(self._latest())
+        return Position(self.log.latest()).offset(self.label)
 
     def partitions(self, start, end):
-        s, e = start["version"], end["version"]
-        if e <= s:
-            return []
-        files = snapshot_files(self.path, e) if s < 0 else added_files(self.path, s, e)
+        files = offsets.between(Position.parse(start), Position.parse(end), self.log.files)
         return _partitions(files)
 
     def read(self, partition):
@@ -262,7 +250,10 @@ class DeltaSource(DataSource):
 
     def streamReader(self, schema):
         return DeltaStreamReader(
-            self.path, self.fixed_label or self.options.get("table", self.path), schema
+            self.path,
+            self.fixed_label or self.options.get("table", self.path),
+            schema,
+            self.options,
         )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..delta.sink import commit_history
-from ..delta.source import FORMAT, latest_version
+from ..delta.source import FORMAT, consumed, latest_version
 from ..errors import StreamingError
 from ..layout import changelog_path, query_path
 from ..sql.oracle import LATE_COLUMN
@@ -87,11 +87,13 @@ def bind_inputs(
     spark, catalog: Catalog, plan, batches: list[dict], after: dict, prefix: str
 ) -> dict:
     """Temp views of the plan's sources as read by `batches`, rows tagged with their batch's
-    watermark; `after` gives per source the version read before the first of them (-1: none)."""
+    watermark; `after` gives per source the position read before the first of them (-1: none)."""
     bindings = {}
     for i, name in enumerate(plan.sources):
         schedule = [
-            [b["sources"][name], b["watermark_ms"]] for b in batches if name in b["sources"]
+            [consumed(b)[name], b.get("late_watermark_ms", b["watermark_ms"])]
+            for b in batches
+            if name in b["sources"]
         ]
         view = f"{prefix}_{i}"
         reader = spark.read.format(FORMAT)

@@ -9,6 +9,7 @@ from typing import Optional
 
 from dbt.adapters.contracts.connection import AdapterResponse
 
+from ..delta.offsets import versions_read
 from ..delta.source import latest_version
 from .model import StreamingModel
 from .upsert import UPSERT_TABLE
@@ -49,13 +50,10 @@ def summarise(progress: list[dict]) -> tuple[int, dict, int, int | None, int]:
         late += sum(op.get("numRowsDroppedByWatermark", 0) for op in p.get("stateOperators", []))
         for s in p.get("sources", []):
             start_offset, end_offset = _offset(s.get("startOffset")), _offset(s.get("endOffset"))
-            start, end, label = (
-                start_offset.get("version"),
-                end_offset.get("version"),
-                end_offset.get("table"),
-            )
-            if label and end is not None and (start is None or end > start):
-                first = (start if start is not None else -1) + 1
+            label = end_offset.get("table")
+            read = versions_read(start_offset, end_offset) if label else None
+            if read:
+                first, end = read
                 prev = versions.get(label)
                 versions[label] = [min(prev[0], first) if prev else first, end]
         wm = p.get("eventTime", {}).get("watermark")

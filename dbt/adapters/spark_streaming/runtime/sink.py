@@ -19,6 +19,7 @@ from typing import Optional
 from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta import types
+from ..delta.offsets import Position
 from ..delta.partials import PartialsCommitter
 from ..delta.sink import BatchCommitter, create_table
 from ..delta.source import latest_version
@@ -102,18 +103,19 @@ class ModelSink:
             batch_df.write.format("noop").mode("overwrite").save()
             self.replayed += 1
             return
-        versions, watermark_ms, batch_ts_ms = _read_offsets(self.checkpoint, batch_id)
+        versions, watermark_ms, batch_ts_ms, exact = _read_offsets(self.checkpoint, batch_id)
         meta = {
             **self.base_meta,
             "batch_id": batch_id,
             "sources": versions,
+            **exact,  # positions and late-row watermark, for the oracle (runtime/equivalence.py)
             "watermark_ms": watermark_ms,
             "watermark": _iso(watermark_ms) if self.plan.watermark_delay_us is not None else None,
         }
         count = self._commit(batch_df, batch_id, meta, batch_ts_ms)
         self.rows_written += count
         self.commits += 1
-        self.batches.append({"sources": versions, "watermark_ms": watermark_ms})
+        self.batches.append({"sources": versions, "watermark_ms": watermark_ms, **exact})
         self._progress(batch_id, count, versions, meta["watermark"])
 
     def _committers(self) -> list:
@@ -168,14 +170,22 @@ def _query_id(checkpoint: str) -> str:
         return json.load(fh)["id"]
 
 
-def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int, int]:
+def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int, int, dict]:
     """Source versions (by table label), watermark and processing time (ms) of `batch_id`, from
-    Spark's offset log, which Spark writes before it runs the batch (so a replay reads the same)."""
+    Spark's offset log, which Spark writes before it runs the batch (so a replay reads the same).
+    Also, for the oracle: the exact source positions (delta/offsets.py), and the watermark the
+    batch drops late rows against, which is the previous batch's (Spark's IncrementalExecution
+    eventTimeWatermarkForLateEvents) and differs when data batches follow each other."""
     with open(os.path.join(checkpoint, "offsets", str(batch_id))) as fh:
         lines = fh.read().splitlines()
     header = json.loads(lines[1])
+    late_ms = header.get("batchWatermarkMs", 0)
+    previous = os.path.join(checkpoint, "offsets", str(batch_id - 1))
+    if os.path.exists(previous):
+        with open(previous) as fh:
+            late_ms = json.loads(fh.read().splitlines()[1]).get("batchWatermarkMs", 0)
     watermark_ms, batch_ts_ms = header.get("batchWatermarkMs", 0), header.get("batchTimestampMs", 0)
-    versions = {}
+    versions, positions = {}, {}
     for line in lines[2:]:
         try:
             offset = json.loads(line)
@@ -183,7 +193,9 @@ def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int, 
             continue
         if isinstance(offset, dict) and "table" in offset:
             versions[offset["table"]] = offset["version"]
-    return versions, watermark_ms, batch_ts_ms
+            positions[offset["table"]] = Position.parse(offset).record()
+    exact = {"positions": positions, "late_watermark_ms": late_ms}
+    return versions, watermark_ms, batch_ts_ms, exact
 
 
 def _iso(ms: int | None) -> str | None:

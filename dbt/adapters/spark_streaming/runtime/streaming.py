@@ -20,10 +20,10 @@ from typing import Optional
 from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta.sink import last_metadata
-from ..delta.source import FORMAT, added_files, latest_version
+from ..delta.source import FORMAT, added_files, consumed, latest_version
 from ..delta.storage import is_delta
 from ..errors import StreamingError
-from . import lifecycle, report, runner, upsert
+from . import admission, lifecycle, report, runner, upsert
 from .catalog import Catalog, registered_locations
 from .equivalence import late_rows
 from .model import Places, StreamingModel, compile_model, query_change, record_query
@@ -46,6 +46,7 @@ def run_streaming_model(
     started = time.time()
     interval = runner.processing_time(model.config)
     plan = compile_model(catalog, model)
+    admission.source_options(model.config)  # SSC201 before a runner starts
     if monitor is not None:
         with lifecycle.model_lock(catalog.control, model.name):
             return _run(spark, catalog, model, plan, started, interval, monitor)
@@ -166,7 +167,9 @@ def _run(
     a processing-time trigger until `monitor` stops it."""
     places = _places(catalog, model, plan)
     previous = _check_sources_and_state(model, plan, places)
-    df = _plan_dataframe(spark, model, plan, places)
+    options = admission.source_options(model.config)  # max_files_per_trigger, starting_version...
+    admission.check_start(options, _streams(model, plan, places), places.checkpoint)
+    df = _plan_dataframe(spark, model, plan, places, options)
     if places.rebuild:
         lifecycle.clear(places.target, places.checkpoint)
     record_query(places.build, plan, model)  # for snapshot_equivalence
@@ -208,9 +211,14 @@ def _check_sources_and_state(model: StreamingModel, plan, places: Places) -> dic
             )
     if places.rebuild:  # the table and its state are about to be cleared
         return {}
-    dimensions = _dimensions(model, plan)
-    streams = {n: p for n, p in places.sources.items() if n not in dimensions}
+    streams = _streams(model, plan, places)
     return _check_state(model, plan, places.build, places.checkpoint, streams) or {}
+
+
+def _streams(model: StreamingModel, plan, places: Places) -> dict[str, str]:
+    """The sources read as streams (not `dimensions`), name -> Delta table."""
+    dimensions = _dimensions(model, plan)
+    return {n: p for n, p in places.sources.items() if n not in dimensions}
 
 
 def _check_state(
@@ -249,9 +257,10 @@ def _check_state(
     return previous
 
 
-def _plan_dataframe(spark, model: StreamingModel, plan, places: Places):
-    """The model's streaming DataFrame: each source bound as a temp view (a stream, or for a
-    dimension a table read at its latest version), the plan's Spark SQL over them."""
+def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options: dict):
+    """The model's streaming DataFrame: each source bound as a temp view (a stream read with
+    the admission `options`, or for a dimension a table read at its latest version), the plan's
+    Spark SQL over them."""
     from pyspark.errors import PySparkException
 
     dimensions = _dimensions(model, plan)
@@ -261,9 +270,8 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places):
         if name in dimensions:  # a table, read at its latest version when each micro-batch runs
             spark.read.format(FORMAT).load(path).createOrReplaceTempView(view)
         else:
-            spark.readStream.format(FORMAT).option("table", name).load(
-                path
-            ).createOrReplaceTempView(view)
+            reader = spark.readStream.format(FORMAT).options(**options).option("table", name)
+            reader.load(path).createOrReplaceTempView(view)
         bindings[name] = view
     try:
         return spark.sql(plan.sql_for(bindings))
@@ -344,7 +352,7 @@ def _finish(
             catalog,
             plan,
             sink.batches,
-            previous.get("sources", {}),
+            consumed(previous),
             f"__dss_late_{model.schema}_{model.identifier}",
         )
         late = df.count() if df is not None else late

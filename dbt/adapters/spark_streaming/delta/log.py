@@ -1,0 +1,153 @@
+"""The data files of a Delta table's versions, in the order the streaming source reads them
+(delta/offsets.py): the snapshot of a version sorted by path, the files a version adds in log
+order. Read from the Delta log with delta-rs (snapshots) and the commit JSON (versions).
+
+Imported by Spark's Python workers through delta/source.py: no dbt, no sqlglot at import.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from . import offsets, storage
+from .offsets import File, Position
+
+
+def _abs(root: str, path: str) -> str:
+    from urllib.parse import unquote
+
+    if path.startswith("file://"):
+        return unquote(path[len("file://") :])
+    return path if path.startswith("/") or "://" in path else storage.join(root, unquote(path))
+
+
+def snapshot_files(root: str, version: int | None) -> list[File]:
+    """Data files of the snapshot at `version` (latest if None), sorted by path: the order in
+    which a stream reads a snapshot."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(root, version=version)
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    actions = actions.select(
+        [
+            c
+            for c in actions.column_names
+            if c in ("path", "size_bytes") or c.startswith("partition.")
+        ]
+    ).to_pylist()
+    files = [
+        File(
+            _abs(root, a["path"]),
+            {k[len("partition.") :]: v for k, v in a.items() if k.startswith("partition.")},
+            a.get("size_bytes") or 0,
+        )
+        for a in actions
+    ]
+    return sorted(files, key=lambda f: f.path)
+
+
+def version_files(root: str, version: int) -> list[File]:
+    """Files added (dataChange) by commit `version`, in log order; SSD401 if it removes data."""
+    out = []
+    commit = storage.read_text(storage.join(root, "_delta_log", f"{version:020d}.json"))
+    for line in commit.splitlines():
+        if line.strip():
+            action = json.loads(line)
+            if "add" in action and action["add"].get("dataChange", True):
+                add = action["add"]
+                out.append(
+                    File(_abs(root, add["path"]), add.get("partitionValues") or {}, add["size"])
+                )
+            elif "remove" in action and action["remove"].get("dataChange", True):
+                from ..errors import StreamingError
+
+                raise StreamingError(
+                    "SSD401",
+                    f"source table {root} is not append-only",
+                    f"Delta version {version} removes data (an overwrite, delete or MERGE), "
+                    "which a streaming_view cannot retract",
+                    "Only append to streaming sources, or rebuild the model with "
+                    "`dbt run --full-refresh`.",
+                )
+    return out
+
+
+def added_files(root: str, start_exclusive: int, end_inclusive: int) -> list[File]:
+    """Files added (dataChange) by commits (start, end]; fails (SSD401) if a commit removes data."""
+    return [
+        f for v in range(start_exclusive + 1, end_inclusive + 1) for f in version_files(root, v)
+    ]
+
+
+class Log:
+    """The files of a table's versions in reading order (offsets.Files), cached: a batch's
+    partitions read again the versions its latestOffset listed, and the oracle's batches the
+    versions (or the snapshot) the previous batch read. Keeps one snapshot and the last
+    KEEP versions."""
+
+    KEEP = 4096
+
+    def __init__(self, root: str):
+        self.root = root
+        self._snapshot: tuple[int, list[File]] | None = None
+        self._versions: dict[int, list[File]] = {}
+
+    def files(self, version: int, snapshot: bool) -> list[File]:
+        if snapshot:
+            if self._snapshot is None or self._snapshot[0] != version:
+                self._snapshot = (version, snapshot_files(self.root, version))
+            return self._snapshot[1]
+        if version not in self._versions:
+            if len(self._versions) >= self.KEEP:
+                del self._versions[next(iter(self._versions))]
+            self._versions[version] = version_files(self.root, version)
+        return self._versions[version]
+
+    def latest(self) -> int:
+        return latest_version(self.root)
+
+
+def starting_position(root: str, options: dict) -> Position:
+    """Where a new stream starts: the snapshot (offsets.ORIGIN), or option `startingVersion`
+    (a version or 'latest') or `startingTimestamp` (ISO; the first version committed at or
+    after it), as Delta's. SSC201 if the table has no such version yet."""
+    version, timestamp = options.get("startingVersion"), options.get("startingTimestamp")
+    if version is None and timestamp is None:
+        return offsets.ORIGIN
+    latest = latest_version(root)
+    got: object
+    if version == "latest":
+        return offsets.starting(latest + 1)
+    if version is not None:
+        if int(version) <= latest:
+            return offsets.starting(int(version))
+        got, key, expected = int(version), "starting_version", f"0..{latest} or 'latest'"
+    else:
+        from datetime import datetime, timezone
+
+        from deltalake import DeltaTable
+
+        at = datetime.fromisoformat(str(timestamp))
+        ms = (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp() * 1000
+
+        after = [h["version"] for h in DeltaTable(root).history() if h["timestamp"] >= ms]
+        if after:
+            return offsets.starting(min(after))
+        got, key, expected = timestamp, "starting_timestamp", "at or before the last commit"
+    from ..errors import config_error
+
+    raise config_error(
+        key,
+        got,
+        f"{expected} of the Delta table {root} (latest version {latest})",
+        "Pick a version the table has, or `starting_version: latest` to read only what is "
+        "appended from now on.",
+    )
+
+
+def latest_version(root: str) -> int:
+    from deltalake import DeltaTable
+
+    return DeltaTable(root).version()
