@@ -229,14 +229,14 @@ class TestOldCheckpointContinues:
         }
 
     def test_old_offsets_and_commits(self, project, monkeypatch):
-        from dbt.adapters.spark_streaming.runtime import streaming
+        from dbt.adapters.spark_streaming.runtime import sink
 
         rng = random.Random(3)
         big, label = table_path(project, "big"), f"{project.test_schema}.big"
         for s in (0, 2, 1):
             write_deltalake(big, slot_bids(rng, s), mode="append")
-        read = streaming._read_offsets
-        monkeypatch.setattr(streaming, "_read_offsets", lambda *a: (*read(*a)[:3], {}))
+        read = sink._read_offsets
+        monkeypatch.setattr(sink, "_read_offsets", lambda *a: (*read(*a)[:3], {}))
         run_dbt(["run"])
         monkeypatch.undo()
         table = table_path(project, "old")
