@@ -49,28 +49,21 @@ class SparkStreamingCredentials(SparkCredentials):
                 "Set it to a directory or to s3://bucket/prefix in profiles.yml.",
             )
         self.warehouse_path = storage.normalize(self.warehouse_path)
-        no_s3a = (
-            "Spark writes its streaming checkpoints through Hadoop filesystems, and the S3A "
-            "connector is not installed"
-        )
-        if self.checkpoint_root is None and storage.is_remote(self.warehouse_path):
+        root = self.checkpoint_root
+        if storage.is_remote(root or self.warehouse_path):
             raise StreamingError(
                 "SSC205",
-                f"`checkpoint_root` is required when `warehouse_path` is object storage "
+                f"`checkpoint_root` {root!r} is object storage"
+                if root
+                else "`checkpoint_root` is required when `warehouse_path` is object storage "
                 f"({self.warehouse_path})",
-                no_s3a,
+                "Spark writes its streaming checkpoints through Hadoop filesystems, and the S3A "
+                "connector is not installed",
                 "Set `checkpoint_root` in profiles.yml to a local directory, or one every node "
                 "shares.",
             )
-        if self.checkpoint_root is not None:
-            if storage.is_remote(self.checkpoint_root):
-                raise StreamingError(
-                    "SSC205",
-                    f"`checkpoint_root` {self.checkpoint_root!r} is object storage",
-                    no_s3a,
-                    "Set it to a local directory, or one every node shares.",
-                )
-            self.checkpoint_root = storage.normalize(self.checkpoint_root)
+        if root is not None:
+            self.checkpoint_root = storage.normalize(root)
 
     @classmethod
     def __pre_deserialize__(cls, data: Any) -> Any:
