@@ -32,6 +32,8 @@ DEMO = [
     ["dbt", "run"],
     ["dbt", "test", "--vars", "{phase: 2}"],
 ]
+# the steps of DEMO that write tables (dbt test only reads them)
+DEMO_WRITES = [step for step in DEMO if step[:2] != ["dbt", "test"]]
 
 
 def write_profile(project: Path, name: str, master: str, warehouse: Path, conf: dict) -> None:
