@@ -1,4 +1,5 @@
-"""The one SparkSession of this process (embedded `local[*]`)."""
+"""The one SparkSession of this process (embedded: `local[*]`, or the driver of an application
+on the cluster the profile's `master` names, e.g. `spark://host:7077`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 _lock = threading.Lock()
 _spark = None
@@ -21,6 +24,23 @@ DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
 }
+
+# With a cluster master, every `dbt` invocation and every continuous model's runner is an
+# application of its own, holding its executors until it ends: each takes two 1-core executors
+# (standalone spreads them over two workers) instead of every core of the cluster, so a runner
+# started by `dbt run` finds free cores. `server_side_parameters` override them.
+CLUSTER_DEFAULTS = {
+    "spark.executor.cores": "1",
+    "spark.cores.max": "2",  # standalone (YARN, Kubernetes: spark.executor.instances, default 2)
+    "spark.executor.memory": "1g",
+}
+
+
+def spark_settings(master: str, conf: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The session's Spark settings: the defaults (and CLUSTER_DEFAULTS unless `master` is
+    local), overridden by the profile's `server_side_parameters` (`conf`)."""
+    cluster = {} if master.startswith("local") else CLUSTER_DEFAULTS
+    return {**DEFAULTS, **cluster, **(conf or {})}
 
 
 def storage_environment(options: dict | None) -> dict[str, str]:
@@ -44,17 +64,20 @@ def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
     with _lock:
         if _spark is not None:
             return _spark
-        # Python workers must run the interpreter that has pyarrow, deltalake and this package.
+        settings = {
+            "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="dbt-spark-catalog-"),
+            **spark_settings(master, conf),
+        }
+        # Python workers (the executors' too) must run an interpreter that has pyarrow, deltalake
+        # and this package: PySpark gives them PYSPARK_PYTHON as it is when the session starts
+        # (it ignores spark.pyspark.python there, so a profile's value is moved into it).
+        if settings.get("spark.pyspark.python"):
+            os.environ["PYSPARK_PYTHON"] = str(settings["spark.pyspark.python"])
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.master(master).appName("dbt-spark-streaming")
-        settings = {
-            **DEFAULTS,
-            "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="dbt-spark-catalog-"),
-            **(conf or {}),
-        }
         for key, value in settings.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()

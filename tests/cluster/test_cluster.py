@@ -1,0 +1,229 @@
+"""The adapter on a Spark standalone cluster (a master and two workers on loopback, see
+standalone.py): the demo flow of scripts/demo.sh gives the same tables as with `local[*]`, its
+tasks run on both workers (none in the driver), a run killed mid-batch recovers with no row
+lost or duplicated, and a continuous model's runner is an application of its own on the
+cluster. Every dbt command is a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from dbt.adapters.spark_streaming.faults import EXIT_CODE
+from dbt.adapters.spark_streaming.runtime import runner
+
+from .projects import (
+    DEMO,
+    DEMO_WRITES,
+    demo_project,
+    event_log_conf,
+    rows,
+    run,
+    run_flow,
+    tables,
+    tasks_by_worker,
+    write_profile,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+TIMINGS: dict[str, list] = {}  # printed at the end of the module (pytest -s), for the docs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def print_timings():
+    yield
+    print("\ncluster test timings (s):", json.dumps(TIMINGS, indent=1))
+
+
+def test_demo_flow_on_the_cluster_equals_local(spark_cluster, tmp_path):
+    events = tmp_path / "events"
+    on_cluster = demo_project(tmp_path / "cluster", spark_cluster.url, event_log_conf(events))
+    local = demo_project(tmp_path / "local", "local[*]", {})
+    # The local reference runs meanwhile, without the `dbt test` steps (they write nothing).
+    with ThreadPoolExecutor(1) as pool:
+        local_flow = pool.submit(run_flow, local, DEMO_WRITES)
+        TIMINGS["demo flow on the cluster"] = run_flow(on_cluster, DEMO)
+        TIMINGS["demo flow local[*] (at the same time)"] = local_flow.result()
+
+    expected, actual = (
+        tables(tmp_path / "local" / "warehouse"),
+        tables(tmp_path / "cluster" / "warehouse"),
+    )
+    assert sorted(actual) == sorted(expected)
+    relations = [t for t in actual if t.count(os.sep) == 1]
+    assert len(relations) == 16, relations  # 6 seeds and 10 models
+    for name in sorted(expected):
+        assert actual[name] == expected[name], name
+    assert all(actual[f"analytics/{m}"] for m in ("bids_per_10min", "bids_top_items"))
+
+    # Where the tasks ran: every application's event log names the executor of each task, and
+    # an executor's log URLs name the worker that started it.
+    workers = {f"127.0.0.1:{port}" for port in spark_cluster.worker_ui_ports}
+    apps = tasks_by_worker(events)
+    assert len(apps) == 5, apps  # seed, run, test, run, test
+    total = collections.Counter()
+    for app, counts in apps.items():
+        total.update(counts)
+        if sum(counts.values()) >= 20:
+            assert set(counts) == workers, (app, counts)
+    assert set(total) == workers and min(total.values()) > 0, total
+    TIMINGS["tasks per worker"] = dict(total)
+    # The master and the workers saw the same applications.
+    assert set(apps) <= {a["id"] for a in spark_cluster.state()["completedapps"]}
+    for i in range(len(workers)):
+        finished = {e["appid"] for e in spark_cluster.worker_state(i)["finishedexecutors"]}
+        assert set(apps) <= finished, (i, finished)
+
+
+# A small project of its own: one source (feed.events, a Delta table outside the warehouse),
+# one model per test.
+TUMBLE = """
+{{{{ config(materialized='streaming_view', watermark_delay='1 minute'{extra}) }}}}
+SELECT window_start, window_end, item, SUM(price) AS total, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE {{{{ source('feed', 'events') }}}}, DESCRIPTOR(ts), INTERVAL '5' MINUTES))
+GROUP BY window_start, window_end, item
+"""
+BASE = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def small_project(root: Path, master: str, model: str, sql: str) -> tuple[Path, Path]:
+    """(project, source path)."""
+    project, source = root / "project", root / "feed" / "events"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text(
+        "name: on_cluster\nversion: '1.0'\nconfig-version: 2\nprofile: on_cluster\n"
+    )
+    write_profile(project, "on_cluster", master, root / "warehouse", {})
+    (project / "models" / "sources.yml").write_text(
+        "version: 2\nsources:\n  - name: feed\n    schema: feed\n    tables:\n"
+        f"      - name: events\n        meta: {{location: '{source}'}}\n"
+    )
+    (project / "models" / f"{model}.sql").write_text(sql)
+    return project, source
+
+
+def events(start_minute: int, n: int = 200) -> pa.Table:
+    """n events 6 s apart from start_minute, over three items."""
+    ts = [BASE + timedelta(minutes=start_minute, seconds=6 * i) for i in range(n)]
+    return pa.table(
+        {
+            "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+            "item": pa.array(["abc"[i % 3] for i in range(n)]),
+            "price": pa.array([float(i % 7) for i in range(n)]),
+        }
+    )
+
+
+def expected(*tables: pa.Table) -> list[tuple]:
+    """The windows (5 minutes, per item) closed by the watermark (latest event - 1 minute)."""
+    data = pa.concat_tables(tables).to_pylist()
+    watermark = max(r["ts"] for r in data) - timedelta(minutes=1)
+    groups: dict = {}
+    for r in data:
+        start = r["ts"].replace(minute=r["ts"].minute // 5 * 5, second=0, microsecond=0)
+        total, n = groups.get((start, r["item"]), (0.0, 0))
+        groups[(start, r["item"])] = (total + r["price"], n + 1)
+    out = [
+        (start, start + timedelta(minutes=5), item, total, n)
+        for (start, item), (total, n) in groups.items()
+        if start + timedelta(minutes=5) <= watermark
+    ]
+    return sorted(out, key=repr)
+
+
+def batch_ids(path: Path) -> list[int]:
+    """Batch ids of the table's commits, oldest first (from our commitInfo metadata)."""
+    out = []
+    for entry in reversed(DeltaTable(str(path)).history()):
+        meta = json.loads(entry.get("dbt_spark_streaming") or "{}")
+        if meta.get("batch_id") is not None:
+            out.append(meta["batch_id"])
+    return out
+
+
+def test_crash_on_the_cluster_then_rerun(spark_cluster, tmp_path):
+    """The dbt process (the application's driver) dies at batch 1 of the first run once the
+    batch's data files are written (during_write), then again while the next run replays that
+    batch, after its Delta commit but before Spark's checkpoint commit (after_delta_commit).
+    The run after that, with new data, recovers: no row lost or duplicated."""
+    project, source = small_project(
+        tmp_path, spark_cluster.url, "per_item", TUMBLE.format(extra="")
+    )
+    first, second = events(0), events(20)
+    write_deltalake(str(source), first)
+    timings = []
+    for fault in ("during_write@1", "after_delta_commit@1"):
+        crashed, seconds = run(project, ["dbt", "run"], fault=fault)
+        assert crashed.returncode == EXIT_CODE, crashed.stdout[-3000:] + crashed.stderr[-2000:]
+        assert f"injected fault {fault.replace('@', ' at batch ')}" in crashed.stderr
+        timings.append([f"dbt run (crashes at {fault})", seconds])
+
+    write_deltalake(str(source), second, mode="append")
+    rerun, seconds = run(project, ["dbt", "run"])
+    assert rerun.returncode == 0, rerun.stdout[-3000:]
+    TIMINGS["crash and recovery"] = timings + [["dbt run", seconds]]
+
+    table = tmp_path / "warehouse" / "analytics" / "per_item"
+    ids = batch_ids(table)
+    assert ids == sorted(set(ids)) and ids[-1] >= 3, ids  # no batch committed twice
+    assert rows(str(table)) == expected(first, second)
+
+
+def test_continuous_runner_on_the_cluster(spark_cluster, tmp_path):
+    """`dbt run` starts the model's runner, a process whose SparkSession is an application of
+    its own on the cluster (with executors on both workers); it picks up new data by itself."""
+    sql = TUMBLE.format(extra=", trigger={'processing_time': '2 seconds'}")
+    project, source = small_project(tmp_path, spark_cluster.url, "per_item_live", sql)
+    warehouse, name = str(tmp_path / "warehouse"), "analytics.per_item_live"
+    table = tmp_path / "warehouse" / "analytics" / "per_item_live"
+    first, second = events(0), events(20)
+    write_deltalake(str(source), first)
+    try:
+        done, seconds = run(project, ["dbt", "run"])
+        assert done.returncode == 0, done.stdout[-3000:]
+        assert "running continuously every 2 seconds" in done.stdout
+        assert runner.status(warehouse, name)["alive"]
+        assert rows(str(table)) == expected(first)
+
+        appended = time.time()
+        write_deltalake(str(source), second, mode="append")
+        wait_for(lambda: rows(str(table)) == expected(first, second), 180)
+        TIMINGS["continuous"] = [["dbt run", seconds], ["append to rows", time.time() - appended]]
+
+        # dbt has exited: the one application left is the runner's, with an executor on each
+        # worker.
+        apps = wait_for(lambda: _one(spark_cluster.state()["activeapps"]), 60)
+        for i in range(len(spark_cluster.worker_ui_ports)):
+            running = spark_cluster.worker_state(i)["executors"]
+            assert apps[0]["id"] in {e["appid"] for e in running}, (i, running)
+    finally:
+        st = runner.stop(warehouse, name, timeout=60)  # as `dbt run-operation stream_stop`
+        if st.get("alive"):
+            os.kill(st["pid"], signal.SIGKILL)
+    assert st["state"] == "stopped", st
+
+
+def _one(items: list) -> list | None:
+    return items if len(items) == 1 else None
+
+
+def wait_for(check, timeout: float):
+    """Poll `check()` until it returns a true value (which is returned)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout}s")
