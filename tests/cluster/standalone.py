@@ -47,6 +47,7 @@ def daemon_env() -> dict[str, str]:
     env["SPARK_HOME"] = os.path.dirname(pyspark.__file__)
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     env["SPARK_DAEMON_MEMORY"] = "256m"
+    env["SPARK_DAEMON_JAVA_OPTS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # less CPU
     return env
 
 
