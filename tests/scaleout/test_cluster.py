@@ -1,8 +1,9 @@
 """The adapter on a Spark standalone cluster (a master and two workers on loopback, see
-standalone.py): the demo flow of scripts/demo.sh gives the same tables as with `local[*]`, its
-tasks run on both workers (none in the driver), a run killed mid-batch recovers with no row
-lost or duplicated, and a continuous model's runner is an application of its own on the
-cluster. Every dbt command is a subprocess, as a user runs it."""
+standalone.py) with its warehouse on S3 (a moto server on loopback, moto_s3.py): the demo flow
+of scripts/demo.sh gives the same tables as with `local[*]` and a local warehouse, its tasks
+run on both workers (none in the driver), a run killed mid-batch recovers with no row lost or
+duplicated, and a continuous model's runner is an application of its own on the cluster.
+Every dbt command is a subprocess, as a user runs it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from pyarrow import fs
 
+from dbt.adapters.spark_streaming.delta import storage
 from dbt.adapters.spark_streaming.faults import EXIT_CODE
 from dbt.adapters.spark_streaming.runtime import runner
 
@@ -30,8 +33,10 @@ from .projects import (
     rows,
     run,
     run_flow,
+    s3_keys,
     tables,
     tasks_by_worker,
+    warehouse_of,
     write_profile,
 )
 
@@ -46,9 +51,14 @@ def print_timings():
     print("\ncluster test timings (s):", json.dumps(TIMINGS, indent=1))
 
 
-def test_demo_flow_on_the_cluster_equals_local(spark_cluster, tmp_path):
+def test_demo_flow_on_the_cluster_and_s3_equals_local(spark_cluster, s3, tmp_path):
     events = tmp_path / "events"
-    on_cluster = demo_project(tmp_path / "cluster", spark_cluster.url, event_log_conf(events))
+    on_cluster = demo_project(
+        tmp_path / "cluster",
+        spark_cluster.url,
+        event_log_conf(events),
+        **s3_keys(s3, tmp_path / "cluster"),
+    )
     local = demo_project(tmp_path / "local", "local[*]", {})
     # The local reference runs meanwhile, without the `dbt test` steps (they write nothing).
     with ThreadPoolExecutor(1) as pool:
@@ -57,15 +67,21 @@ def test_demo_flow_on_the_cluster_equals_local(spark_cluster, tmp_path):
         TIMINGS["demo flow local[*] (at the same time)"] = local_flow.result()
 
     expected, actual = (
-        tables(tmp_path / "local" / "warehouse"),
-        tables(tmp_path / "cluster" / "warehouse"),
+        tables(warehouse_of(local)),
+        tables(warehouse_of(on_cluster)),
     )
     assert sorted(actual) == sorted(expected)
-    relations = [t for t in actual if t.count(os.sep) == 1]
+    relations = [t for t in actual if t.count("/") == 1]
     assert len(relations) == 16, relations  # 6 seeds and 10 models
     for name in sorted(expected):
         assert actual[name] == expected[name], name
     assert all(actual[f"analytics/{m}"] for m in ("bids_per_10min", "bids_top_items"))
+    # Nothing of the warehouse on the local disk: checkpoints and locks under checkpoint_root.
+    assert not (on_cluster / "s3:").exists() and not (tmp_path / "cluster" / "warehouse").exists()
+    assert (
+        len(os.listdir(tmp_path / "cluster" / "checkpoints" / ".dbt_streaming" / "checkpoints"))
+        == 10
+    )
 
     # Where the tasks ran: every application's event log names the executor of each task, and
     # an executor's log URLs name the worker that started it.
@@ -97,14 +113,16 @@ GROUP BY window_start, window_end, item
 BASE = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
-def small_project(root: Path, master: str, model: str, sql: str) -> tuple[Path, Path]:
-    """(project, source path)."""
-    project, source = root / "project", root / "feed" / "events"
+def small_project(root: Path, master: str, model: str, sql: str, **keys) -> tuple[Path, str]:
+    """(project, source location): the source beside the warehouse, which is root/warehouse
+    unless `keys` (profile keys: s3_keys) say otherwise."""
+    warehouse = keys.pop("warehouse_path", str(root / "warehouse"))
+    project, source = root / "project", storage.join(warehouse + "-feed", "events")
     (project / "models").mkdir(parents=True)
     (project / "dbt_project.yml").write_text(
         "name: on_cluster\nversion: '1.0'\nconfig-version: 2\nprofile: on_cluster\n"
     )
-    write_profile(project, "on_cluster", master, root / "warehouse", {})
+    write_profile(project, "on_cluster", master, warehouse, {}, **keys)
     (project / "models" / "sources.yml").write_text(
         "version: 2\nsources:\n  - name: feed\n    schema: feed\n    tables:\n"
         f"      - name: events\n        meta: {{location: '{source}'}}\n"
@@ -142,26 +160,28 @@ def expected(*tables: pa.Table) -> list[tuple]:
     return sorted(out, key=repr)
 
 
-def batch_ids(path: Path) -> list[int]:
+def batch_ids(path: str) -> list[int]:
     """Batch ids of the table's commits, oldest first (from our commitInfo metadata)."""
     out = []
-    for entry in reversed(DeltaTable(str(path)).history()):
+    for entry in reversed(DeltaTable(path).history()):
         meta = json.loads(entry.get("dbt_spark_streaming") or "{}")
         if meta.get("batch_id") is not None:
             out.append(meta["batch_id"])
     return out
 
 
-def test_crash_on_the_cluster_then_rerun(spark_cluster, tmp_path):
+def test_crash_on_the_cluster_and_s3_then_rerun(spark_cluster, s3, tmp_path):
     """The dbt process (the application's driver) dies at batch 1 of the first run once the
     batch's data files are written (during_write), then again while the next run replays that
     batch, after its Delta commit but before Spark's checkpoint commit (after_delta_commit).
-    The run after that, with new data, recovers: no row lost or duplicated."""
-    project, source = small_project(
-        tmp_path, spark_cluster.url, "per_item", TUMBLE.format(extra="")
-    )
+    The run after that, with new data, recovers: no row lost or duplicated, and no file of the
+    crashed attempt left on S3."""
+    keys = s3_keys(s3, tmp_path)
+    warehouse = keys["warehouse_path"]
+    sql = TUMBLE.format(extra="")
+    project, source = small_project(tmp_path, spark_cluster.url, "per_item", sql, **keys)
     first, second = events(0), events(20)
-    write_deltalake(str(source), first)
+    write_deltalake(source, first)
     timings = []
     for fault in ("during_write@1", "after_delta_commit@1"):
         crashed, seconds = run(project, ["dbt", "run"], fault=fault)
@@ -169,15 +189,18 @@ def test_crash_on_the_cluster_then_rerun(spark_cluster, tmp_path):
         assert f"injected fault {fault.replace('@', ' at batch ')}" in crashed.stderr
         timings.append([f"dbt run (crashes at {fault})", seconds])
 
-    write_deltalake(str(source), second, mode="append")
+    write_deltalake(source, second, mode="append")
     rerun, seconds = run(project, ["dbt", "run"])
     assert rerun.returncode == 0, rerun.stdout[-3000:]
     TIMINGS["crash and recovery"] = timings + [["dbt run", seconds]]
 
-    table = tmp_path / "warehouse" / "analytics" / "per_item"
+    table = storage.join(warehouse, "analytics", "per_item")
     ids = batch_ids(table)
     assert ids == sorted(set(ids)) and ids[-1] >= 3, ids  # no batch committed twice
-    assert rows(str(table)) == expected(first, second)
+    assert rows(table) == expected(first, second)
+    filesystem, path = storage.filesystem(table)
+    files = {i.base_name for i in filesystem.get_file_info(fs.FileSelector(path)) if i.is_file}
+    assert files == {os.path.basename(p) for p in DeltaTable(table).file_uris()}
 
 
 def test_continuous_runner_on_the_cluster(spark_cluster, tmp_path):

@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 from deltalake import DeltaTable
 
+from dbt.adapters.spark_streaming.delta import storage
 from dbt.adapters.spark_streaming.delta.partials import UPDATED
 from dbt.adapters.spark_streaming.faults import ENV as FAULT_ENV
 
@@ -47,8 +48,11 @@ FAST_JVMS = {
 }
 
 
-def write_profile(project: Path, name: str, master: str, warehouse: Path, conf: dict) -> None:
-    """profiles.yml (JSON is YAML) of a `session` profile on `master`, with FAST_JVMS."""
+def write_profile(
+    project: Path, name: str, master: str, warehouse: Path | str, conf: dict, **keys
+) -> None:
+    """profiles.yml (JSON is YAML) of a `session` profile on `master`, with FAST_JVMS; `keys`
+    are more profile keys (checkpoint_root, storage_options)."""
     target = {
         "type": "spark_streaming",
         "method": "session",
@@ -57,6 +61,7 @@ def write_profile(project: Path, name: str, master: str, warehouse: Path, conf: 
         "warehouse_path": str(warehouse),
         "threads": 1,
         "server_side_parameters": {**FAST_JVMS, **conf},
+        **keys,
     }
     profile = {name: {"target": "t", "outputs": {"t": target}}}
     (project / "profiles.yml").write_text(json.dumps(profile, indent=2))
@@ -73,8 +78,19 @@ def event_log_conf(events: Path) -> dict:
     }
 
 
-def demo_project(root: Path, master: str, conf: dict) -> Path:
-    """A copy of integration_tests/ under root/project, its warehouse root/warehouse."""
+def s3_keys(s3, root: Path) -> dict:
+    """The profile keys of a warehouse on the moto S3 server `s3` (conftest.py), under a
+    prefix of its own: its checkpoint_root is root/checkpoints."""
+    return {
+        "warehouse_path": f"s3://warehouse/{root.name}",
+        "checkpoint_root": str(root / "checkpoints"),
+        "storage_options": s3.env,
+    }
+
+
+def demo_project(root: Path, master: str, conf: dict, **keys) -> Path:
+    """A copy of integration_tests/ under root/project, its warehouse root/warehouse unless
+    `keys` say otherwise (s3_keys)."""
     project = root / "project"
     project.mkdir(parents=True)
     for name in ("dbt_project.yml", "models", "seeds", "tests", "scripts"):
@@ -83,8 +99,16 @@ def demo_project(root: Path, master: str, conf: dict) -> Path:
             shutil.copytree(source, project / name)
         else:
             shutil.copy(source, project / name)
-    write_profile(project, "integration_tests", master, root / "warehouse", conf)
+    keys.setdefault("warehouse_path", str(root / "warehouse"))
+    write_profile(project, "integration_tests", master, keys.pop("warehouse_path"), conf, **keys)
     return project
+
+
+def warehouse_of(project: Path) -> str:
+    """The warehouse_path of the project's profile (a directory or an s3:// URI)."""
+    profile = json.loads((project / "profiles.yml").read_text())
+    (target,) = [t for p in profile.values() for t in p["outputs"].values()]
+    return target["warehouse_path"]
 
 
 def env(fault: str | None = None) -> dict[str, str]:
@@ -99,8 +123,7 @@ def env(fault: str | None = None) -> dict[str, str]:
 
 def run(project: Path, args: list[str], fault: str | None = None, timeout: float = 600):
     """One step (`dbt ...` or `python ...`) in the project's directory; (process, seconds)."""
-    warehouse = str(project.parent / "warehouse")
-    args = [a.replace("{warehouse}", warehouse) for a in args]
+    args = [a.replace("{warehouse}", warehouse_of(project)) for a in args]
     if args[0] == "dbt":
         args = [DBT, *args[1:], "--project-dir", str(project), "--profiles-dir", str(project)]
     elif args[0] == "python":
@@ -132,16 +155,20 @@ def rows(path: str) -> list[tuple]:
     return sorted((tuple(r.values()) for r in table.to_pylist()), key=repr)
 
 
-def tables(warehouse: Path) -> dict[str, list[tuple]]:
-    """Every Delta table under `warehouse` (models, seeds, changelogs, partials) by relative
-    path, with its sorted rows. The adapter's own files (locks, runners) are skipped."""
+def tables(warehouse: str) -> dict[str, list[tuple]]:
+    """Every Delta table under `warehouse` (a directory or an s3:// URI: models, seeds,
+    changelogs, partials) by relative path, with its sorted rows. The adapter's own files
+    (locks, runners) are skipped."""
     out = {}
-    for dirpath, dirnames, _ in os.walk(warehouse):
-        rel = os.path.relpath(dirpath, warehouse)
-        if rel.startswith(".dbt_streaming"):
-            dirnames.clear()
-        elif "_delta_log" in dirnames:
-            out[rel] = rows(dirpath)
+
+    def walk(path: str, rel: str) -> None:
+        if storage.is_delta(path):
+            out[rel] = rows(path)
+        for name in storage.list_dirs(path):
+            if name not in ("_delta_log", ".dbt_streaming"):
+                walk(storage.join(path, name), f"{rel}/{name}" if rel else name)
+
+    walk(warehouse, "")
     return out
 
 

@@ -9,30 +9,13 @@ from deltalake import DeltaTable, write_deltalake
 
 from dbt.adapters.spark_streaming.delta import storage
 
-from .moto_s3 import MotoS3
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    server = MotoS3(str(tmp_path_factory.mktemp("moto")))
-    with server:
-        saved = {k: os.environ.get(k) for k in server.env}
-        os.environ.update(server.env)
-        try:
-            yield server.bucket("storage-test")
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
 
 @pytest.fixture(params=["local", "s3"])
 def root(request, tmp_path):
     if request.param == "local":
         return str(tmp_path / "wh")
-    return f"{request.getfixturevalue('s3')}/{tmp_path.name}"
+    request.getfixturevalue("s3")
+    return f"s3://warehouse/storage-test/{tmp_path.name}"
 
 
 def test_uri_checks():
