@@ -101,14 +101,17 @@ def main() -> None:
             times[name].append(f())
     med = {k: statistics.median(v) for k, v in times.items()}
     print(
-        f"events={args.events:,} versions={args.versions} (dbt runs {' + '.join(f'{x:.1f}' for x in run_s)} s), medians of {args.repeat}:"
+        f"events={args.events:,} versions={args.versions} "
+        f"(dbt runs {' + '.join(f'{x:.1f}' for x in run_s)} s), medians of {args.repeat}:"
     )
     print(f"  baseline (one batch evaluation): {med['baseline']:.2f} s")
     print(
-        f"  adapter check:                   {med['check']:.2f} s  ratio {med['check'] / med['baseline']:.2f}"
+        f"  adapter check:                   {med['check']:.2f} s  "
+        f"ratio {med['check'] / med['baseline']:.2f}"
     )
     print(
-        f"  dbt test snapshot_equivalence:   {med['test']:.2f} s  ratio {med['test'] / med['baseline']:.2f}"
+        f"  dbt test snapshot_equivalence:   {med['test']:.2f} s  "
+        f"ratio {med['test'] / med['baseline']:.2f}"
     )
 
 

@@ -1,6 +1,7 @@
 """Where the time of bench_tumble.py goes: per-phase timers for ours vs. the baseline.
 
-  .venv/bin/python bench/profile_tumble.py [--events 2000000] [--versions 20] [--repeat 3] [--cprofile]
+  .venv/bin/python bench/profile_tumble.py [--events 2000000] [--versions 20] [--repeat 3] \
+      [--cprofile]
 
 Same setup as bench_tumble.py, then for each side (alternating, `--repeat` times) it reports
   * Spark's own per-trigger durations (StreamingQueryProgress.durationMs, summed over the
@@ -151,7 +152,8 @@ def main() -> None:
         for side in results
     }
     print(
-        f"\nprofile: {args.events:,} events / {args.versions} versions, median of {args.repeat} (seconds)"
+        f"\nprofile: {args.events:,} events / {args.versions} versions, "
+        f"median of {args.repeat} (seconds)"
     )
     print(f"{'':62} {'ours':>8} {'baseline':>9} {'diff':>8}")
     for k in ["wall", "batches"] + [k for k in keys if k not in ("wall", "batches")]:

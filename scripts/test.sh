@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# The test suite: unit tests of sql/ (no Spark) and functional tests through dbt (one
-# SparkSession per pytest session; crash tests run dbt in subprocesses).
+# The test suite: ruff and mypy, unit tests (no Spark), functional tests through dbt (one
+# SparkSession per pytest session; crash tests run dbt in subprocesses), and the scale-out
+# tests (a Spark standalone cluster and an S3 server started on 127.0.0.1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# lint, format and types first (seconds): any finding fails the run
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
 .venv/bin/python -m pytest tests "$@"

@@ -26,5 +26,6 @@ def config_error(key: str, got: object, expected: str, fix: str = "") -> Streami
         f"invalid config `{key}`",
         f"Got: {got!r} / Expected: {expected}",
         fix
-        or f"Set `{key}` in the model's config() or in dbt_project.yml to one of the expected values.",
+        or f"Set `{key}` in the model's config() or in dbt_project.yml to one of the expected "
+        "values.",
     )

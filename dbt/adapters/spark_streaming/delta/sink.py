@@ -63,8 +63,8 @@ def add_actions(files: list[dict]) -> list[AddAction]:
 
 def append_files(path: str, files: list[dict], schema, properties: CommitProperties) -> None:
     """Commit `files` to the Delta table at `path` as one append (`schema`: the table's)."""
-    DeltaTable(path).create_write_transaction(
-        add_actions(files), mode="append", schema=schema, commit_properties=properties
+    DeltaTable(path).create_write_transaction(  # [*...]: delta-rs types it add | remove
+        [*add_actions(files)], mode="append", schema=schema, commit_properties=properties
     )
 
 
@@ -79,7 +79,7 @@ def replace_files(path: str, files: list[dict], schema: pa.Schema) -> None:
         dt = DeltaTable(path)
         same = dt.schema().to_json() == new.to_json() and not dt.metadata().partition_columns
         if same:
-            dt.create_write_transaction(add_actions(files), mode="overwrite", schema=new)
+            dt.create_write_transaction([*add_actions(files)], mode="overwrite", schema=new)
             return
         configuration = dt.metadata().configuration
     else:

@@ -115,7 +115,8 @@ class FileWriter:
         name = f"{self.prefix}{task:05d}-{uuid.uuid4()}.snappy.parquet"
         fs, root = pafs.FileSystem.from_uri(self.location)
         path = f"{root.rstrip('/')}/{name}"
-        stats, pending, writer = FileStats(self.schema), [], None
+        stats, writer = FileStats(self.schema), None
+        pending: list[pa.RecordBatch] = []
 
         def flush():
             nonlocal writer, pending
