@@ -65,9 +65,11 @@ FILES = {
 }
 
 
-def write_events(n: int, versions: int, seed: int = 42, after_version=None) -> None:
-    """n bids over n/2000 minutes, ~100 items, +-5 s out-of-order jitter, as `versions` appends
-    (calling `after_version(i)` after the i-th, if given)."""
+def write_events(
+    n: int, versions: int, seed: int = 42, after_version=None, items: int = 100, path: str = BIDS
+) -> None:
+    """n bids over n/2000 minutes, `items` items, +-5 s out-of-order jitter, as `versions`
+    appends to the Delta table at `path` (calling `after_version(i)` after the i-th, if given)."""
     rng = np.random.default_rng(seed)
     start_us = 1_586_937_600_000_000  # 2020-04-15 08:00 UTC
     span_us = max(n // 2000, 1) * 60_000_000
@@ -76,17 +78,17 @@ def write_events(n: int, versions: int, seed: int = 42, after_version=None) -> N
         + np.arange(n, dtype=np.int64) * span_us // n
         + rng.integers(-5_000_000, 5_000_000, n)
     )
-    items = np.array([f"item_{i:03d}" for i in range(100)])
+    names = np.array([f"item_{i:03d}" for i in range(items)])
     table = pa.table(
         {
             "bidtime": pa.array(t, pa.timestamp("us", tz="UTC")),
             "price": pa.array(np.round(rng.uniform(1, 100, n), 2)),
-            "item": pa.array(items[rng.integers(0, 100, n)]),
+            "item": pa.array(names[rng.integers(0, items, n)]),
         }
     )
-    shutil.rmtree(BIDS, ignore_errors=True)
+    shutil.rmtree(path, ignore_errors=True)
     for i, chunk in enumerate(np.array_split(np.arange(n), versions)):
-        write_deltalake(BIDS, table.slice(int(chunk[0]), len(chunk)), mode="append")
+        write_deltalake(path, table.slice(int(chunk[0]), len(chunk)), mode="append")
         if after_version:
             after_version(i)
 
