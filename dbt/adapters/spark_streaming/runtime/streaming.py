@@ -25,6 +25,7 @@ from ..delta.storage import is_delta
 from ..errors import StreamingError
 from . import admission, lifecycle, report, runner, upsert
 from .catalog import Catalog, registered_locations
+from .checkpoint import plan_no_data_batch
 from .equivalence import late_rows
 from .model import Places, StreamingModel, compile_model, query_change, record_query
 from .report import StreamingAdapterResponse
@@ -174,6 +175,9 @@ def _run(
         lifecycle.clear(places.target, places.checkpoint)
     record_query(places.build, plan, model)  # for snapshot_equivalence
     sink = ModelSink(spark, model, plan, places, df.schema, started, monitor)
+    closing = plan_no_data_batch(places.checkpoint)
+    if closing is not None:  # a crash after a batch's commit, before Spark planned this one
+        logger.info(f"{model.name}: batch {closing} emits what the restored watermark closed")
     query = _start(df, model, plan, places, sink, interval)
     _wait(query, model, monitor)
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
