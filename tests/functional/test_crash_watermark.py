@@ -34,15 +34,11 @@ WHERE price > 5
 
 
 def write_local_project(root, model: str = MODEL) -> str:
-    """test_exactly_once's project, its source under the warehouse (schema feed) rather than at a
-    `meta: {location}`: `dbt test` alone does not render the model's `source()`, which is what
-    registers such a location. Returns the source's path."""
+    """test_exactly_once's project (its source at a `meta: {location}`, which a `dbt test` of
+    its own must find) with a snapshot_equivalence test. Returns the source's path."""
     write_project(root, model)
-    (root / "project" / "models" / "sources.yml").write_text(
-        "version: 2\nsources:\n  - {name: feed, schema: feed, tables: [{name: events}]}\n"
-    )
     (root / "project" / "models" / "tests.yml").write_text(TESTS)
-    return str(root / "warehouse" / "feed" / "events")
+    return str(root / "feed" / "events")
 
 
 def dbt_test(project: str) -> subprocess.CompletedProcess:

@@ -53,6 +53,13 @@ class SparkStreamingAdapter(SparkAdapter):
         return self._session()[1].location(relation.schema, relation.identifier)
 
     @available.parse_none
+    def register_source_location(self, schema: str, identifier: str, location: str) -> None:
+        """Record a source's `meta: {location}` (macros/register_source_locations.sql)."""
+        from .runtime.catalog import register_location
+
+        register_location(schema, identifier, location)
+
+    @available.parse_none
     def load_seed(self, relation: BaseRelation, agate_table: Any, column_types: dict | None) -> Any:
         """Write a seed as a Delta table (see runtime/seeds.py)."""
         from .runtime.seeds import load_seed

@@ -6,5 +6,5 @@
     dbt show --inline "select * from {{ late_rows(ref('bids_per_10min')) }}"
 -#}
 {% macro late_rows(relation) -%}
-  {%- if execute -%}{{ adapter.late_rows_view(relation) }}{%- else -%}{{ relation }}{%- endif -%}
+  {%- if execute -%}{%- do register_source_locations() -%}{{ adapter.late_rows_view(relation) }}{%- else -%}{{ relation }}{%- endif -%}
 {%- endmacro %}

@@ -11,6 +11,7 @@
 -#}
 {% test snapshot_equivalence(model, at_version=none, float_tolerance=none) %}
   {%- if execute -%}
+    {%- do register_source_locations() -%}
     {%- set result = adapter.snapshot_equivalence(model, at_version, float_tolerance) -%}
     {#- shown when it fails, or when state_ttl restarted keys were left out of the comparison -#}
     {%- do log(result.summary, info=(not result.passed or result.restarted_keys > 0)) -%}
