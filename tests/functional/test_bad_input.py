@@ -70,6 +70,19 @@ BAD_MODELS = {
         "SSV160",
         "FOR SYSTEM_TIME AS OF",
     ),
+    # rows that would depend on when each batch ran: refused
+    "wall_clock": (
+        "{{ config(materialized='streaming_view') }} "
+        "SELECT item, price FROM {{ ref('bids') }} WHERE bidtime > now() - INTERVAL 1 DAY",
+        "SSV111",
+        "event-time column",
+    ),
+    # Spark's WRITE_STREAM_NOT_ALLOWED used to leak through
+    "values_source": (
+        "{{ config(materialized='streaming_view') }} SELECT * FROM VALUES (1, 'a') AS v(id, name)",
+        "SSV112",
+        "VALUES",
+    ),
 }
 
 

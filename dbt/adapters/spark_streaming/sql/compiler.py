@@ -16,6 +16,7 @@ from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .intervals import parse_duration
 from .joins import window_joins
+from .refused import refuse_constant_relations, refuse_wall_clock
 from .retract import rewrite_retractions
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
 from .state import (
@@ -311,6 +312,8 @@ def compile_query(
         "state_ttl", state_ttl, "SSV152", minimum_us=1, example="'7 days'"
     )
     tree = _parse(sql)
+    refuse_wall_clock(tree)
+    refuse_constant_relations(tree)
     rewrite_retractions(tree, changelogs, materialization)
     inline_ranked_ctes(tree)
     topns = window_topns(tree)
