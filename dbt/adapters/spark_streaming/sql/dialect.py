@@ -113,6 +113,9 @@ class SparkStreamingParser(SparkParser):
     def parse(self, raw_tokens: List[Token], sql: str) -> List[Optional[exp.Expr]]:
         # Calcite's SELECT STREAM: a streaming model's query is a stream already (a no-op).
         raw_tokens = [t for i, t in enumerate(raw_tokens) if not _is_stream_keyword(raw_tokens, i)]
+        for tok, following in zip(raw_tokens, raw_tokens[1:], strict=False):
+            if tok.token_type == TokenType.SESSION and following.token_type == TokenType.L_PAREN:
+                tok.token_type = TokenType.VAR  # SESSION(ts, gap): a group window, a function
         trees = super().parse(raw_tokens, sql)
         for tree in trees:
             if tree is not None:
