@@ -83,6 +83,14 @@ BAD_MODELS = {
         "SSV112",
         "VALUES",
     ),
+    # a group window is rewritten to a window TVF, whose input is one table
+    "group_window_over_join": (
+        "{{ config(materialized='upsert_table', watermark_delay='1 minute') }} "
+        "SELECT a.item, COUNT(*) AS n FROM {{ ref('bids') }} a JOIN {{ ref('bids') }} b "
+        "ON a.item = b.item GROUP BY TUMBLE(a.bidtime, INTERVAL '1' HOUR), a.item",
+        "SSV113",
+        "one table",
+    ),
 }
 
 

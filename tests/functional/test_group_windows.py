@@ -12,7 +12,7 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from .helpers import commits, rows, table_path
-from .test_window_tvfs import EV, SOURCES, append, appends
+from .test_window_tvfs import EPOCH, EV, SOURCES, append, appends
 
 VIEW = "{{ config(materialized='streaming_view', watermark_delay='2 minutes') }}\n"
 UPSERT = "{{ config(materialized='upsert_table', watermark_delay='2 minutes') }}\n"
@@ -144,3 +144,38 @@ class TestGroupWindows:
             assert len(run_dbt(["test"])) == 2 * len(PAIRS)
         assert sizes[0] < sizes[1] < sizes[2], sizes
         assert any(t.second == 0 and t.microsecond == 0 for t, _, _ in seen)
+
+
+TTL = "{{ config(materialized='upsert_table', state_ttl='7 days') }}\n"
+CALENDAR = {  # not fixed-length units: an aggregate without a window (DATE_TRUNC), partials
+    "floor_month": "SELECT FLOOR(ts TO MONTH) AS m, k, SUM(v) AS total, COUNT(*) AS n "
+    f"FROM {EV} GROUP BY FLOOR(ts TO MONTH), k",
+    "ceil_month": "SELECT CEIL(ts TO MONTH) AS m, k, SUM(v) AS total, COUNT(*) AS n "
+    f"FROM {EV} GROUP BY CEIL(ts TO MONTH), k",
+}
+
+
+class TestFloorCeilOfCalendarUnits:
+    """Spark cannot parse FLOOR(ts TO MONTH): it used to fail as SSR303 with an empty reason."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"sources.yml": SOURCES, **{f"{n}.sql": TTL + sql for n, sql in CALENDAR.items()}}
+
+    def test_calendar_units_aggregate_without_a_window(self, project):
+        first = EPOCH.replace(day=30, hour=23)  # 2020-04-30 23:00: across a month's end
+        events = [(first + timedelta(minutes=7 * i), "ab"[i % 2], i) for i in range(20)]
+        events.append((datetime(2020, 5, 1, tzinfo=timezone.utc), "a", 100))  # on the month
+        append(table_path(project, "ev"), events)
+        run_dbt(["run"])
+        months = {}
+        for t, k, v in events:
+            floor = t.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+            ceil = floor if floor == t else (floor + timedelta(days=32)).replace(day=1)
+            for name, m in (("floor_month", floor), ("ceil_month", ceil)):
+                s, n = months.get((name, m, k), (0, 0))
+                months[(name, m, k)] = (s + v, n + 1)
+        for name in CALENDAR:
+            expected = sorted((m, k, s, n) for (x, m, k), (s, n) in months.items() if x == name)
+            assert len(expected) == 4
+            assert [r[:4] for r in rows(table_path(project, name))] == expected, name
