@@ -70,6 +70,27 @@ BAD_MODELS = {
         "SSV160",
         "FOR SYSTEM_TIME AS OF",
     ),
+    # rows that would depend on when each batch ran: refused
+    "wall_clock": (
+        "{{ config(materialized='streaming_view') }} "
+        "SELECT item, price FROM {{ ref('bids') }} WHERE bidtime > now() - INTERVAL 1 DAY",
+        "SSV111",
+        "event-time column",
+    ),
+    # Spark's WRITE_STREAM_NOT_ALLOWED used to leak through
+    "values_source": (
+        "{{ config(materialized='streaming_view') }} SELECT * FROM VALUES (1, 'a') AS v(id, name)",
+        "SSV112",
+        "VALUES",
+    ),
+    # a group window is rewritten to a window TVF, whose input is one table
+    "group_window_over_join": (
+        "{{ config(materialized='upsert_table', watermark_delay='1 minute') }} "
+        "SELECT a.item, COUNT(*) AS n FROM {{ ref('bids') }} a JOIN {{ ref('bids') }} b "
+        "ON a.item = b.item GROUP BY TUMBLE(a.bidtime, INTERVAL '1' HOUR), a.item",
+        "SSV113",
+        "one table",
+    ),
 }
 
 

@@ -283,7 +283,7 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options:
         raise StreamingError(
             "SSR303",
             f"Spark cannot plan the streaming query of {model.name}",
-            str(exc).splitlines()[0],
+            next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__),
             "Fix the model SQL; nothing was started or written.",
         ) from None
 

@@ -14,8 +14,10 @@ from . import oracle
 from .analysis import WindowSpec, analyse_tvf, classify, table_key
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
+from .groupwin import rewrite_group_windows
 from .intervals import parse_duration
 from .joins import window_joins
+from .refused import refuse_constant_relations, refuse_wall_clock
 from .retract import rewrite_retractions
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
 from .state import (
@@ -311,6 +313,9 @@ def compile_query(
         "state_ttl", state_ttl, "SSV152", minimum_us=1, example="'7 days'"
     )
     tree = _parse(sql)
+    refuse_wall_clock(tree)
+    refuse_constant_relations(tree)
+    rewrite_group_windows(tree)
     rewrite_retractions(tree, changelogs, materialization)
     inline_ranked_ctes(tree)
     topns = window_topns(tree)

@@ -53,6 +53,51 @@ class WatermarkedTable(exp.Expression):
     arg_types = {"this": True, "column": True, "delay": True}
 
 
+# Tokens after which a STREAM following SELECT is a column (``SELECT stream, x``, ``stream AS s``,
+# ``stream + 1``), not Calcite's keyword (``SELECT STREAM *``, ``SELECT STREAM a, b``).
+_CONTINUES_COLUMN = frozenset(
+    {
+        TokenType.COMMA,
+        TokenType.FROM,
+        TokenType.ALIAS,
+        TokenType.DOT,
+        TokenType.L_PAREN,
+        TokenType.R_PAREN,
+        TokenType.L_BRACKET,
+        TokenType.SEMICOLON,
+        TokenType.NOT,
+        *SparkParser.FACTOR,
+        *SparkParser.TERM,
+        *SparkParser.COMPARISON,
+        *SparkParser.EQUALITY,
+        *SparkParser.BITWISE,
+        *SparkParser.CONJUNCTION,
+        *SparkParser.DISJUNCTION,
+        *SparkParser.RANGE_PARSERS,
+        *SparkParser.COLUMN_OPERATORS,
+    }
+)
+
+
+def _is_stream_keyword(tokens: List[Token], i: int) -> bool:
+    """Whether ``tokens[i]`` is Calcite's ``SELECT STREAM`` keyword (directly after SELECT and
+    followed by the first projection), rather than a column named stream."""
+    tok = tokens[i]
+    if not (
+        tok.token_type == TokenType.VAR
+        and tok.text.upper() == "STREAM"
+        and i > 0
+        and tokens[i - 1].token_type == TokenType.SELECT
+        and i + 1 < len(tokens)
+    ):
+        return False
+    following = tokens[i + 1].token_type
+    if following == TokenType.STAR:  # STREAM * FROM, or stream * 2
+        after = tokens[i + 2].token_type if i + 2 < len(tokens) else None
+        return after in (None, TokenType.FROM, TokenType.COMMA)
+    return following not in _CONTINUES_COLUMN
+
+
 def _is_watermark_keyword(token: Any) -> bool:
     return (
         token is not None
@@ -66,6 +111,11 @@ class SparkStreamingParser(SparkParser):
     where each node is in the SQL (errors.py: SqlError positions)."""
 
     def parse(self, raw_tokens: List[Token], sql: str) -> List[Optional[exp.Expr]]:
+        # Calcite's SELECT STREAM: a streaming model's query is a stream already (a no-op).
+        raw_tokens = [t for i, t in enumerate(raw_tokens) if not _is_stream_keyword(raw_tokens, i)]
+        for tok, following in zip(raw_tokens, raw_tokens[1:], strict=False):
+            if tok.token_type == TokenType.SESSION and following.token_type == TokenType.L_PAREN:
+                tok.token_type = TokenType.VAR  # SESSION(ts, gap): a group window, a function
         trees = super().parse(raw_tokens, sql)
         for tree in trees:
             if tree is not None:
@@ -173,13 +223,36 @@ def _watermarked_sql(gen: SparkGenerator, node: WatermarkedTable) -> str:
     )
 
 
+def _floor_sql(gen: SparkGenerator, node: exp.Floor) -> str:
+    """Calcite's ``FLOOR(ts TO HOUR)`` as Spark's ``DATE_TRUNC('HOUR', ts)`` (Spark cannot parse
+    the TO form); a numeric FLOOR as usual."""
+    unit = node.args.get("to")
+    if unit is None:
+        return gen.function_fallback_sql(node)
+    return f"DATE_TRUNC('{unit.name.upper()}', {gen.sql(node, 'this')})"
+
+
+def _ceil_sql(gen: SparkGenerator, node: exp.Ceil) -> str:
+    """Calcite's ``CEIL(ts TO HOUR)``: ``ts`` itself if it is on the hour, else the next hour."""
+    unit = node.args.get("to")
+    if unit is None:
+        return gen.function_fallback_sql(node)
+    value = gen.sql(node, "this")
+    name = unit.name.upper()
+    floor = f"DATE_TRUNC('{name}', {value})"
+    return f"CASE WHEN {floor} = {value} THEN {value} ELSE {floor} + INTERVAL 1 {name} END"
+
+
 class SparkStreamingGenerator(SparkGenerator):
-    """Spark generator that can print window TVFs (for messages) and WATERMARK clauses."""
+    """Spark generator that can print window TVFs (for messages) and WATERMARK clauses, and
+    Calcite's FLOOR / CEIL (ts TO unit) in Spark's terms."""
 
     TRANSFORMS = {
         **SparkGenerator.TRANSFORMS,
         WindowTVF: _window_tvf_sql,
         WatermarkedTable: _watermarked_sql,
+        exp.Floor: _floor_sql,
+        exp.Ceil: _ceil_sql,
     }
 
 

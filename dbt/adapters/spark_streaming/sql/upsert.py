@@ -32,6 +32,7 @@ from sqlglot import exp
 
 from .analysis import Classification, is_aggregating, table_key
 from .errors import SqlError
+from .groupwin import window_keys
 from .state import PartialsSpec
 from .topn import WindowTopN, rownum_limit  # the same filter shapes as a window Top-N
 
@@ -374,7 +375,7 @@ def analyse_upsert(
         if given:
             keys = given
         elif group is not None:
-            keys = _keys(top, group.expressions, "GROUP BY key")
+            keys = _keys(top, window_keys(top, group.expressions, _output_name), "GROUP BY key")
         else:
             raise SqlError(
                 "SSV130",
