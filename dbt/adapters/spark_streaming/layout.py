@@ -7,6 +7,7 @@ Per table (a Delta table at ``<table>``, usually ``<warehouse>/<schema>/<identif
     <table>/_dbt_streaming/changelog/        an upsert_table's changelog (a Delta table)
     <table>/_dbt_streaming/partials/         a state_ttl model's partial aggregates (a Delta table)
     <table>/_dbt_streaming/queries/<fingerprint>.json   the model's query, as it was run
+    <table>/_dbt_streaming/staging/          an incremental MERGE's new rows, while it runs
     <table>/_dbt_view.sql                    a `view` model's SQL (where a table would be)
 
 Per warehouse, in its *control root*: the warehouse itself, or the profile's `checkpoint_root`
@@ -56,6 +57,11 @@ def changelog_path(table: str) -> str:
 def partials_path(table: str) -> str:
     """The partial aggregates (a Delta table) of the state_ttl model at `table`."""
     return os.path.join(table, TABLE_DIR, "partials")
+
+
+def staging_path(table: str) -> str:
+    """Where an incremental MERGE stages its new rows (Parquet files, deleted after it)."""
+    return os.path.join(table, TABLE_DIR, "staging")
 
 
 def query_path(table: str, fingerprint: str) -> str:
