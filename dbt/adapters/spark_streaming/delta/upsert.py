@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 from typing import Sequence
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,13 +71,13 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def candidate_files(dt: DeltaTable, bounds: pa.Table, keys: Sequence[str]) -> list[str]:
+def candidate_files(table: DeltaTable, bounds: pa.Table, keys: Sequence[str]) -> list[str]:
     """The paths of the table's files that may hold a row of a key in the batch: `bounds` has
     one row, per key column k the batch's `min_k`, `max_k` and `nulls_k` (a count). A file
     is ruled out when its statistics put some key column wholly outside the batch's range
     (and it has no NULL there that a NULL of the batch could match); files without
     statistics are kept."""
-    actions = pa.table(dt.get_add_actions(flatten=True))
+    actions = pa.table(table.get_add_actions(flatten=True))
     keep = pa.array([True] * actions.num_rows, pa.bool_())
     for k in keys:
         lo, hi = bounds.column(f"min_{k}")[0], bounds.column(f"max_{k}")[0]
@@ -84,6 +86,11 @@ def candidate_files(dt: DeltaTable, bounds: pa.Table, keys: Sequence[str]) -> li
         if not all(n in actions.column_names for n in names):
             continue
         mins, maxs, null_count = (actions.column(n) for n in names)
+        if pa.types.is_floating(mins.type):
+            continue  # NaN: Spark's max puts it above all numbers, the statistics leave it out
+        if pa.types.is_timestamp(maxs.type):  # Delta writers truncate the max to milliseconds
+            slack = pa.scalar(timedelta(microseconds=999))
+            maxs = pc.add(maxs, slack.cast(pa.duration(maxs.type.unit), safe=False))
         if lo.is_valid:
             try:
                 lo, hi = lo.cast(mins.type), hi.cast(maxs.type)
@@ -151,13 +158,13 @@ class UpsertCommitter:
             .select(*columns)
         )
 
-    def _matched(self, new, dt: DeltaTable, bounds: pa.Table):
+    def _matched(self, new, table: DeltaTable, bounds: pa.Table):
         """`new` with the table's current row of each key (OLD columns, FILE; NULL if none)
         and the flags __found, __ins, __upd, __del."""
         from pyspark.sql import functions as F
 
-        candidates = candidate_files(dt, bounds, self.keys)
-        current = self._read(new.sparkSession, dt.version(), candidates).select(
+        candidates = candidate_files(table, bounds, self.keys)
+        current = self._read(new.sparkSession, table.version(), candidates).select(
             *[F.col(c).alias(OLD + c) for c in self.schema.names], FILE
         )
         on = [new[k].eqNullSafe(current[OLD + k]) for k in self.keys]
@@ -204,14 +211,14 @@ class UpsertCommitter:
             .unionByName(part("__upd", "+U", False))
         )
 
-    def _rewrite(self, matched, dt: DeltaTable, touched: list[str]):
+    def _rewrite(self, matched, table: DeltaTable, touched: list[str]):
         """The table's new files' rows: the rows of `touched` files but those of the keys that
         change, and the new rows of inserted and updated keys."""
         from pyspark.sql import functions as F
 
         names = self.schema.names
         gone = matched.where("__upd OR __del").select(*[F.col(k).alias(OLD + k) for k in self.keys])
-        kept = self._read(matched.sparkSession, dt.version(), touched).select(*names)
+        kept = self._read(matched.sparkSession, table.version(), touched).select(*names)
         kept = kept.join(gone, [kept[k].eqNullSafe(gone[OLD + k]) for k in self.keys], "left_anti")
         return kept.unionByName(matched.where("__ins OR __upd").select(*names))
 
@@ -223,8 +230,8 @@ class UpsertCommitter:
         from pyspark.sql import functions as F
 
         fault_point("before_write", batch_id)
-        dt = DeltaTable(self.path)
-        version, prefix = dt.version() + 1, batch_prefix(batch_id)
+        table = DeltaTable(self.path)
+        version, prefix = table.version() + 1, batch_prefix(batch_id)
         new = self._new_rows(batch_df).persist(StorageLevel.MEMORY_AND_DISK)
         matched = None
         try:
@@ -239,7 +246,7 @@ class UpsertCommitter:
             touched: list[str] = []
             count = 0
             if bounds.column("rows")[0].as_py():
-                matched = self._matched(new, dt, bounds).persist(StorageLevel.MEMORY_AND_DISK)
+                matched = self._matched(new, table, bounds).persist(StorageLevel.MEMORY_AND_DISK)
                 per_file = (
                     matched.groupBy(FILE)
                     .agg(
@@ -254,15 +261,16 @@ class UpsertCommitter:
                 logged = DeltaTable(self.changelog).transaction_version(self.app_id)
                 if count and (logged is None or logged < batch_id):
                     self._log(self._changes(matched, batch_id, version), batch_id)
-            fault_point("during_write", batch_id)
             files = []
             if touched or count:
                 files = write_files(
-                    self._rewrite(matched, dt, touched), self.path, self.schema, prefix
+                    self._rewrite(matched, table, touched), self.path, self.schema, prefix
                 )
+            fault_point("during_write", batch_id)  # changelog committed, table files written
             self._sweep(self.path, prefix, files)
-            removes = [RemoveAction(p, True, int(time.time() * 1000)) for p in touched]
-            dt.create_write_transaction(  # every batch commits: the table records what was read
+            # the log's paths are URL-encoded; delta-rs encodes a remove's path itself
+            removes = [RemoveAction(unquote(p), True, int(time.time() * 1000)) for p in touched]
+            table.create_write_transaction(  # every batch commits: the table records what was read
                 [*add_actions(files), *removes],
                 mode="append",
                 schema=self.schema,
