@@ -104,10 +104,13 @@ def consumed(meta: dict) -> dict:
 
 
 def _partitions(files: list) -> list[FilesPartition]:
-    """(path, partition values) of `files` (File or pairs) round-robin into <= MAX_PARTITIONS."""
+    """(path, partition values) of `files` (File or pairs) in <= MAX_PARTITIONS runs that keep
+    their order (partition i holds files before partition i+1's): a batch's rows are in reading
+    order, which decides the last of an append-only upsert_table's repeated keys."""
     pairs = [(f[0], f[1]) for f in files]
     n = min(MAX_PARTITIONS, len(pairs))
-    return [FilesPartition(pairs[i::n]) for i in range(n)]
+    bounds = [len(pairs) * i // n for i in range(n + 1)] if n else []
+    return [FilesPartition(pairs[bounds[i] : bounds[i + 1]]) for i in range(n)]
 
 
 def _read(
