@@ -128,3 +128,18 @@ def test_dates_and_timestamps_get_statistics_rounded_outwards(tmp_path):
     assert action["min.t"] == dt.datetime(2020, 1, 1, 0, 0, 0, 1000, utc)
     assert action["max.t"] == dt.datetime(2020, 1, 2, 0, 0, 0, 3000, utc)
     assert action["max.d"] == dt.date(2021, 3, 4)
+
+
+def test_a_max_timestamp_that_cannot_be_rounded_up_has_no_max(tmp_path):
+    """9999-12-31 23:59:59.999999 (a common 'valid to' sentinel) cannot be rounded up to the next
+    millisecond: the file gets no max for that column, and is written."""
+    import datetime as dt
+
+    schema = pa.schema([("t", pa.timestamp("us", tz="UTC"))])
+    last = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, dt.timezone.utc)
+    rows = pa.RecordBatch.from_pydict({"t": [last]}, schema=schema)
+    (written,) = [
+        r for b in FileWriter(str(tmp_path), schema, "p-")(iter([rows])) for r in b.to_pylist()
+    ]
+    stats = json.loads(written["stats"])
+    assert stats["minValues"] == {"t": "9999-12-31T23:59:59.999Z"} and stats["maxValues"] == {}

@@ -68,13 +68,26 @@ def _stat(value, upper: bool):
     """A min (or max, `upper`) as Delta's JSON statistics hold it: dates as ISO dates, timestamps
     in UTC at millisecond precision, rounded outwards so the bounds still hold."""
     if isinstance(value, dt.datetime):
-        ms = value.replace(microsecond=value.microsecond // 1000 * 1000)
+        ms = value.astimezone(dt.timezone.utc)
+        ms = ms.replace(microsecond=ms.microsecond // 1000 * 1000)
         if upper and ms != value:
-            ms += dt.timedelta(milliseconds=1)
-        return ms.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+            ms += dt.timedelta(milliseconds=1)  # OverflowError past 9999-12-31: no max
+        return f"{ms.year:04d}-" + ms.strftime("%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     if isinstance(value, dt.date):
         return value.isoformat()
     return value
+
+
+def _bounds(values: dict, upper: bool) -> dict:
+    """Delta's minValues (maxValues, `upper`) of `values`, leaving out a bound past the
+    representable range (a max of 9999-12-31 23:59:59.999999 cannot be rounded up)."""
+    out = {}
+    for name, value in values.items():
+        try:
+            out[name] = _stat(value, upper)
+        except OverflowError:
+            pass
+    return out
 
 
 class FileStats:
@@ -111,8 +124,8 @@ class FileStats:
         return json.dumps(
             {
                 "numRecords": self.rows,
-                "minValues": {k: _stat(v, False) for k, v in self.mins.items()},
-                "maxValues": {k: _stat(v, True) for k, v in self.maxs.items()},
+                "minValues": _bounds(self.mins, False),
+                "maxValues": _bounds(self.maxs, True),
                 "nullCount": self.nulls,
             }
         )
