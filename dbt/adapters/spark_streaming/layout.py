@@ -84,8 +84,9 @@ def warehouse_path(root: str, kind: str) -> str:
 
 
 def external_checkpoint_path(checkpoint_root: str, name: str) -> str:
-    """Spark's checkpoint of model `name` when the profile sets a `checkpoint_root`."""
-    return os.path.join(warehouse_path(checkpoint_root, "checkpoints"), name)
+    """Spark's checkpoint of model `name` when the profile sets a `checkpoint_root` (named in
+    lower case, as the model's table is)."""
+    return os.path.join(warehouse_path(checkpoint_root, "checkpoints"), name.lower())
 
 
 def lock_path(warehouse: str, name: str) -> str:
