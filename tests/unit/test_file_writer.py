@@ -97,3 +97,49 @@ def test_append_replace_and_orphans(tmp_path):
     # a file the table references is never an orphan, whatever its name
     assert remove_orphans(path, batch_prefix(3), set()) == []
     assert remove_orphans(path, batch_prefix(4), set()) == [other[0]["path"]]
+
+
+def test_dates_and_timestamps_get_statistics_rounded_outwards(tmp_path):
+    """Delta keeps timestamps at millisecond precision: the min is rounded down and the max up,
+    so that the bounds still hold for microsecond values (delta-rs reads them back typed)."""
+    import datetime as dt
+
+    utc = dt.timezone.utc
+    schema = pa.schema([("t", pa.timestamp("us", tz="UTC")), ("d", pa.date32())])
+    rows = pa.RecordBatch.from_pydict(
+        {
+            "t": [
+                dt.datetime(2020, 1, 1, 0, 0, 0, 1500, utc),
+                dt.datetime(2020, 1, 2, 0, 0, 0, 2500, utc),
+            ],
+            "d": [dt.date(2020, 1, 1), dt.date(2021, 3, 4)],
+        },
+        schema=schema,
+    )
+    (written,) = [
+        r for b in FileWriter(str(tmp_path), schema, "p-")(iter([rows])) for r in b.to_pylist()
+    ]
+    stats = json.loads(written["stats"])
+    assert stats["minValues"] == {"t": "2020-01-01T00:00:00.001Z", "d": "2020-01-01"}
+    assert stats["maxValues"] == {"t": "2020-01-02T00:00:00.003Z", "d": "2021-03-04"}
+    DeltaTable.create(str(tmp_path), schema=schema)
+    append_files(str(tmp_path), [written], schema, CommitProperties())
+    (action,) = pa.table(DeltaTable(str(tmp_path)).get_add_actions(flatten=True)).to_pylist()
+    assert action["min.t"] == dt.datetime(2020, 1, 1, 0, 0, 0, 1000, utc)
+    assert action["max.t"] == dt.datetime(2020, 1, 2, 0, 0, 0, 3000, utc)
+    assert action["max.d"] == dt.date(2021, 3, 4)
+
+
+def test_a_max_timestamp_that_cannot_be_rounded_up_has_no_max(tmp_path):
+    """9999-12-31 23:59:59.999999 (a common 'valid to' sentinel) cannot be rounded up to the next
+    millisecond: the file gets no max for that column, and is written."""
+    import datetime as dt
+
+    schema = pa.schema([("t", pa.timestamp("us", tz="UTC"))])
+    last = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, dt.timezone.utc)
+    rows = pa.RecordBatch.from_pydict({"t": [last]}, schema=schema)
+    (written,) = [
+        r for b in FileWriter(str(tmp_path), schema, "p-")(iter([rows])) for r in b.to_pylist()
+    ]
+    stats = json.loads(written["stats"])
+    assert stats["minValues"] == {"t": "9999-12-31T23:59:59.999Z"} and stats["maxValues"] == {}

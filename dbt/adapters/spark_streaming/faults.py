@@ -8,7 +8,8 @@ the order a micro-batch passes them:
   during_write         data files written, Delta log not committed
   after_delta_commit   Delta commit done, Spark's checkpoint commit not yet written
 
-(an upsert_table: during_write = its changelog committed, the table's MERGE not yet),
+(an upsert_table: during_write = its changelog committed and the table's rewritten files
+written, the table's commit not yet),
 
 and, in a `--full-refresh` (runtime/lifecycle.py; no batch id):
 

@@ -7,6 +7,7 @@ Per table (a Delta table at ``<table>``, usually ``<warehouse>/<schema>/<identif
     <table>/_dbt_streaming/changelog/        an upsert_table's changelog (a Delta table)
     <table>/_dbt_streaming/partials/         a state_ttl model's partial aggregates (a Delta table)
     <table>/_dbt_streaming/queries/<fingerprint>.json   the model's query, as it was run
+    <table>/_dbt_streaming/staging/          an incremental MERGE's new rows, while it runs
     <table>/_dbt_view.sql                    a `view` model's SQL (where a table would be)
 
 Per warehouse, in its *control root*: the warehouse itself, or the profile's `checkpoint_root`
@@ -58,6 +59,11 @@ def partials_path(table: str) -> str:
     return os.path.join(table, TABLE_DIR, "partials")
 
 
+def staging_path(table: str) -> str:
+    """Where an incremental MERGE stages its new rows (Parquet files, deleted after it)."""
+    return os.path.join(table, TABLE_DIR, "staging")
+
+
 def query_path(table: str, fingerprint: str) -> str:
     """The definition of the query with `fingerprint` that built the table at `table`."""
     return os.path.join(table, TABLE_DIR, "queries", f"{fingerprint}.json")
@@ -78,8 +84,9 @@ def warehouse_path(root: str, kind: str) -> str:
 
 
 def external_checkpoint_path(checkpoint_root: str, name: str) -> str:
-    """Spark's checkpoint of model `name` when the profile sets a `checkpoint_root`."""
-    return os.path.join(warehouse_path(checkpoint_root, "checkpoints"), name)
+    """Spark's checkpoint of model `name` when the profile sets a `checkpoint_root` (named in
+    lower case, as the model's table is)."""
+    return os.path.join(warehouse_path(checkpoint_root, "checkpoints"), name.lower())
 
 
 def lock_path(warehouse: str, name: str) -> str:

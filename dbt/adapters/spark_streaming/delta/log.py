@@ -23,29 +23,43 @@ def _abs(root: str, path: str) -> str:
     return path if path.startswith("/") or "://" in path else storage.join(root, unquote(path))
 
 
-def snapshot_files(root: str, version: int | None) -> list[File]:
-    """Data files of the snapshot at `version` (latest if None), sorted by path: the order in
-    which a stream reads a snapshot."""
+def _snapshot_actions(root: str, version: int | None) -> list[dict]:
+    """The add actions of the snapshot at `version` (latest if None): path as in the log,
+    size_bytes, partition.<column> values."""
     from deltalake import DeltaTable
 
-    dt = DeltaTable(root, version=version)
-    actions = pa.table(dt.get_add_actions(flatten=True))
-    actions = actions.select(
+    actions = pa.table(DeltaTable(root, version=version).get_add_actions(flatten=True))
+    return actions.select(
         [
             c
             for c in actions.column_names
             if c in ("path", "size_bytes") or c.startswith("partition.")
         ]
     ).to_pylist()
-    files = [
-        File(
-            _abs(root, a["path"]),
-            {k[len("partition.") :]: v for k, v in a.items() if k.startswith("partition.")},
-            a.get("size_bytes") or 0,
-        )
-        for a in actions
+
+
+def _file(root: str, action: dict, tag: dict | None = None) -> File:
+    values = {k[len("partition.") :]: v for k, v in action.items() if k.startswith("partition.")}
+    return File(
+        _abs(root, action["path"]), {**values, **(tag or {})}, action.get("size_bytes") or 0
+    )
+
+
+def snapshot_files(root: str, version: int | None) -> list[File]:
+    """Data files of the snapshot at `version` (latest if None), sorted by path: the order in
+    which a stream reads a snapshot."""
+    return sorted((_file(root, a) for a in _snapshot_actions(root, version)), key=lambda f: f.path)
+
+
+def files_named(root: str, version: int | None, names: list[str], column: str) -> list[File]:
+    """The files of the snapshot at `version` whose paths (as in the log) are in `names`, each
+    tagged with that path under `column` (a copy-on-write MERGE's read: delta/upsert.py)."""
+    wanted = set(names)
+    return [
+        _file(root, a, {column: a["path"]})
+        for a in _snapshot_actions(root, version)
+        if a["path"] in wanted
     ]
-    return sorted(files, key=lambda f: f.path)
 
 
 def version_files(root: str, version: int) -> list[File]:

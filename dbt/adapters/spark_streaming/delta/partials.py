@@ -7,13 +7,39 @@ is done."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction
 
 from ..layout import partials_path
 from .upsert import quote
 
 UPDATED = "__updated_ms"  # processing time (ms) of the batch that last updated the key
+
+
+def key_tuples(table: pa.Table, keys: Sequence[str]) -> list[tuple]:
+    """Each row's key as a tuple of Python values (NULL is None, so NULL keys match)."""
+    return list(zip(*(table.column(k).to_pylist() for k in keys), strict=False))
+
+
+def rows_with_keys(dt: DeltaTable, keys: Sequence[str], of: pa.Table) -> pa.Table:
+    """The rows of `dt` whose key columns each hold a value of that column in `of` (a superset of
+    the rows with `of`'s keys when there are several key columns). Files whose statistics rule
+    the values out are not read, and no row of other keys reaches Python: a batch's work grows
+    with the keys it touches, not with the table."""
+    import pyarrow.dataset as ds
+
+    dataset, where = dt.to_pyarrow_dataset(), None
+    for k in keys:
+        # files MERGE wrote may hold strings as string_view: compare as the table's type
+        column, values = ds.field(k).cast(dataset.schema.field(k).type), pc.unique(of.column(k))
+        match = column.isin(values.drop_null().cast(dataset.schema.field(k).type))
+        if values.null_count:
+            match = match | column.is_null()
+        where = match if where is None else where & match
+    return dataset.to_table(filter=where)
 
 
 class PartialsCommitter:

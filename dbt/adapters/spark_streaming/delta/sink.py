@@ -14,6 +14,7 @@ committed again.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pyarrow as pa
@@ -21,7 +22,7 @@ from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from ..faults import fault_point
-from .writer import absolute, write_files
+from .writer import WRITTEN, absolute, write_files
 
 META_KEY = "dbt_spark_streaming"  # commitInfo key holding our JSON metadata
 
@@ -97,11 +98,12 @@ def remove_orphans(path: str, prefix: str, keep: set[str]) -> list[str]:
 
     fs, root = pafs.FileSystem.from_uri(absolute(path))
     referenced = set(pa.table(DeltaTable(path).get_add_actions()).column("path").to_pylist())
+    ours = re.compile(re.escape(prefix) + WRITTEN)  # not delta-rs's part-00001-<uuid>-c000...
     gone = [
         info.base_name
         for info in fs.get_file_info(pafs.FileSelector(root, recursive=False))
         if info.type == pafs.FileType.File
-        and info.base_name.startswith(prefix)
+        and ours.fullmatch(info.base_name)
         and info.base_name not in keep
         and info.base_name not in referenced
     ]

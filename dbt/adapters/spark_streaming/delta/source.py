@@ -1,6 +1,8 @@
 """A PySpark Python data source over a Delta table, read with delta-rs and pyarrow.
 
-Batch: the snapshot at the latest version or at option `versionAsOf`. With option
+Batch: the snapshot at the latest version or at option `versionAsOf`. With options `files` (a
+JSON list of data file paths as in the Delta log) and `fileColumn`, only those files, each row
+with its file's path in that column (a copy-on-write MERGE: delta/upsert.py). With option
 `batchWatermarks` (the snapshot-equivalence oracle and the late-row listing), each row also
 carries, in the column the option names (sql/oracle.py LATE_COLUMN), the watermark of the
 micro-batch that read it: see `files_by_batch`.
@@ -43,7 +45,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from . import offsets, storage, types
-from .log import Log, snapshot_files, starting_position
+from .log import Log, files_named, snapshot_files, starting_position
 from .log import added_files as added_files  # the runtime imports these from here
 from .log import latest_version as latest_version
 from .offsets import Position
@@ -102,10 +104,13 @@ def consumed(meta: dict) -> dict:
 
 
 def _partitions(files: list) -> list[FilesPartition]:
-    """(path, partition values) of `files` (File or pairs) round-robin into <= MAX_PARTITIONS."""
+    """(path, partition values) of `files` (File or pairs) in <= MAX_PARTITIONS runs that keep
+    their order (partition i holds files before partition i+1's): a batch's rows are in reading
+    order, which decides the last of an append-only upsert_table's repeated keys."""
     pairs = [(f[0], f[1]) for f in files]
     n = min(MAX_PARTITIONS, len(pairs))
-    return [FilesPartition(pairs[i::n]) for i in range(n)]
+    bounds = [len(pairs) * i // n for i in range(n + 1)] if n else []
+    return [FilesPartition(pairs[bounds[i] : bounds[i + 1]]) for i in range(n)]
 
 
 def _read(
@@ -132,13 +137,22 @@ def _read(
 
 
 class DeltaBatchReader(DataSourceReader):
-    def __init__(self, path: str, schema, version: int | None, batch_watermarks: dict | None):
+    def __init__(
+        self,
+        path: str,
+        schema,
+        version: int | None,
+        batch_watermarks: dict | None,
+        named: tuple[list[str], str] | None = None,
+    ):
         self.path, self.schema, self.version = path, schema, version
-        self.batch_watermarks = batch_watermarks
+        self.batch_watermarks, self.named = batch_watermarks, named
         self.late = batch_watermarks["column"] if batch_watermarks else None
 
     def partitions(self):
-        if self.batch_watermarks is not None:
+        if self.named is not None:
+            files = files_named(self.path, self.version, *self.named)
+        elif self.batch_watermarks is not None:
             files = files_by_batch(
                 self.path,
                 self.batch_watermarks["after"],
@@ -238,15 +252,23 @@ class DeltaSource(DataSource):
         )  # {"after": v, "batches": [[end, wm ms], ...], "column": c}
         return json.loads(value) if value else None
 
+    def _named(self) -> tuple[list[str], str] | None:
+        files, column = self.options.get("files"), self.options.get("fileColumn")
+        return (json.loads(files), column) if files is not None and column else None
+
     def schema(self):
         columns = types.table_columns(self.path, self._version())
-        watermarks = self._batch_watermarks()
+        watermarks, named = self._batch_watermarks(), self._named()
         if watermarks is not None:
             columns = columns + [(watermarks["column"], "timestamp")]
+        if named is not None:
+            columns = columns + [(named[1], "string")]
         return types.ddl(columns)
 
     def reader(self, schema):
-        return DeltaBatchReader(self.path, schema, self._version(), self._batch_watermarks())
+        return DeltaBatchReader(
+            self.path, schema, self._version(), self._batch_watermarks(), self._named()
+        )
 
     def streamReader(self, schema):
         return DeltaStreamReader(

@@ -1,22 +1,31 @@
-"""Exactly-once upserts of micro-batches into a keyed Delta table, with its changelog.
+"""Exactly-once upserts of micro-batches into a keyed Delta table, with its changelog: a
+copy-on-write MERGE whose reads, joins and writes run as Spark jobs on the executors.
 
 A micro-batch of an updating query holds the new version of every key it changed (Spark's
 update mode), with a boolean ``keep`` column when the query has HAVING (False: the key no
-longer qualifies). The committer compares each row with the table's current row of its key
-(NULL keys match NULL keys) and derives the changes, in the retract encoding of seed 001:
+longer qualifies). Each new row is matched with the table's current row of its key (NULL
+keys match NULL keys), and the changes follow, in the retract encoding of seed 001:
 
     new key, kept ........................ +I new
     existing key, kept, values changed ... -U old, +U new
     existing key, kept, values equal ..... nothing
     existing key, not kept ............... -D old
 
-The changes are appended to the changelog table (``<table>/_dbt_streaming/changelog``: the
-result columns, ``_op``, ``_batch_id``, ``_commit_version``), then applied to the table by
-one MERGE. Both commits carry the Delta app transaction ``(app_id, batch_id)``, changelog
-first: a batch is done when the table has it; a crash between the two commits leaves the
-table as it was, so the replayed batch derives the same changes, skips the changelog commit
-and applies the MERGE. ``_commit_version`` is the table version the MERGE creates (the run
-lock makes this process the table's only writer).
+Per batch, on the executors (delta/writer.py writes the files; only their names, sizes and
+statistics come back): the batch's rows are matched with the rows of the table files whose
+statistics admit the batch's keys (read by the delta_rs source, each row tagged with its
+file); the changes are written to the changelog table (``<table>/_dbt_streaming/changelog``:
+the result columns, ``_op``, ``_batch_id``, ``_commit_version``); and each file holding a row
+that changes is rewritten without it, with the new rows in new files. The driver commits the
+changelog's files, then the table's removes and adds as one Delta commit.
+
+Both commits carry the Delta app transaction ``(app_id, batch_id)``, changelog first: a
+batch is done when the table has it; a crash between the two commits leaves the table as it
+was, so the replayed batch derives the same changes, skips the changelog commit and commits
+the table's. Files of a crashed attempt are named after their batch
+(delta/sink.py batch_prefix) and deleted when the batch is committed again.
+``_commit_version`` is the table version the batch's commit creates (the run lock makes this
+process the table's only writer).
 
 Replaying the changelog in ``(_commit_version, deletes first)`` order, applying ``+I``/``+U``
 as upserts and ``-U``/``-D`` as deletes by key, reproduces the table.
@@ -25,18 +34,27 @@ as upserts and ``-U``/``-D`` as deletes by key, reproduces the table.
 from __future__ import annotations
 
 import json
+import time
+from datetime import timedelta
 from typing import Sequence
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.transaction import RemoveAction
 
 from ..faults import fault_point
 from ..layout import changelog_path
-from .sink import META_KEY
+from .sink import META_KEY, add_actions, append_files, batch_prefix, remove_orphans
+from .source import FORMAT
+from .writer import write_files
 
 OP, BATCH, VERSION = "_op", "_batch_id", "_commit_version"
 RESTARTED = "_restarted"  # state_ttl models: the change restarted a key whose state had expired
+RESTARTED_FLAG = "__restarted"  # ...the column of a state_ttl batch that says so
+FILE = "__dss_file"  # the table file a current row was read from
+OLD = "__dss_old_"  # prefix of the current row's columns, matched with the new row's
 
 
 def changelog_schema(schema: pa.Schema, restarts: bool = False) -> pa.Schema:
@@ -53,170 +71,241 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _flags(value: bool, n: int) -> pa.Array:
-    return pa.array([value] * n, pa.bool_())
-
-
-def key_tuples(table: pa.Table, keys: Sequence[str]) -> list[tuple]:
-    """Each row's key as a tuple of Python values (NULL is None, so NULL keys match)."""
-    return list(zip(*(table.column(k).to_pylist() for k in keys), strict=False))
-
-
-def rows_with_keys(dt: DeltaTable, keys: Sequence[str], of: pa.Table) -> pa.Table:
-    """The rows of `dt` whose key columns each hold a value of that column in `of` (a superset of
-    the rows with `of`'s keys when there are several key columns). Files whose statistics rule
-    the values out are not read, and no row of other keys reaches Python: a batch's work grows
-    with the keys it touches, not with the table."""
-    import pyarrow.dataset as ds
-
-    dataset, where = dt.to_pyarrow_dataset(), None
+def candidate_files(table: DeltaTable, bounds: pa.Table, keys: Sequence[str]) -> list[str]:
+    """The paths of the table's files that may hold a row of a key in the batch: `bounds` has
+    one row, per key column k the batch's `min_k`, `max_k` and `nulls_k` (a count). A file
+    is ruled out when its statistics put some key column wholly outside the batch's range
+    (and it has no NULL there that a NULL of the batch could match); files without
+    statistics are kept."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    keep = pa.array([True] * actions.num_rows, pa.bool_())
     for k in keys:
-        # files MERGE wrote may hold strings as string_view: compare as the table's type
-        column, values = ds.field(k).cast(dataset.schema.field(k).type), pc.unique(of.column(k))
-        match = column.isin(values.drop_null().cast(dataset.schema.field(k).type))
-        if values.null_count:
-            match = match | column.is_null()
-        where = match if where is None else where & match
-    return dataset.to_table(filter=where)
-
-
-def _last_per_key(batch: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """The batch with one row per key, the last (an append-only query's rows may repeat a
-    unique_key; update-mode batches hold each key once)."""
-    last = {key: i for i, key in enumerate(key_tuples(batch, keys))}
-    return (
-        batch
-        if len(last) == batch.num_rows
-        else batch.take(pa.array(sorted(last.values()), pa.int64()))
-    )
-
-
-def _changed(new: pa.Table, old: pa.Table, columns: Sequence[str]) -> pa.Array:
-    """Per row pair, whether any column differs (NULL-safe; nested types always count as
-    changed)."""
-    changed = _flags(False, new.num_rows)
-    for c in columns:
-        a, b = new.column(c), old.column(c)
-        if pa.types.is_nested(a.type):
-            return _flags(True, new.num_rows)
-        differ = pc.fill_null(pc.not_equal(a, b), True)  # NULL vs value: differ
-        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-        changed = pc.or_(changed, pc.and_(differ, pc.invert(both_null)))
-    return changed
+        lo, hi = bounds.column(f"min_{k}")[0], bounds.column(f"max_{k}")[0]
+        nulls = bounds.column(f"nulls_{k}")[0].as_py() or 0
+        names = (f"min.{k}", f"max.{k}", f"null_count.{k}")
+        if not all(n in actions.column_names for n in names):
+            continue
+        mins, maxs, null_count = (actions.column(n) for n in names)
+        if pa.types.is_floating(mins.type):
+            continue  # NaN: Spark's max puts it above all numbers, the statistics leave it out
+        if pa.types.is_timestamp(maxs.type):  # Delta writers truncate the max to milliseconds
+            slack = pa.scalar(timedelta(microseconds=999))
+            maxs = pc.add(maxs, slack.cast(pa.duration(maxs.type.unit), safe=False))
+        if lo.is_valid:
+            try:
+                lo, hi = lo.cast(mins.type), hi.cast(maxs.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue  # statistics of another type: no pruning on this column
+            overlap = pc.fill_null(
+                pc.and_(pc.less_equal(mins, hi), pc.greater_equal(maxs, lo)), True
+            )
+        else:
+            overlap = pa.array([False] * actions.num_rows, pa.bool_())
+        if nulls:
+            overlap = pc.or_(overlap, pc.fill_null(pc.greater(null_count, 0), True))
+        keep = pc.and_(keep, overlap)
+    return actions.filter(keep).column("path").to_pylist()
 
 
 class UpsertCommitter:
     """Applies update-mode micro-batches to the keyed table at `path` and its changelog."""
 
     def __init__(
-        self, path: str, app_id: str, schema: pa.Schema, keys: Sequence[str], keep: str | None
+        self,
+        path: str,
+        app_id: str,
+        schema: pa.Schema,
+        keys: Sequence[str],
+        keep: str | None,
+        restarts: bool = False,
     ):
-        self.path, self.app_id, self.schema, self.keys, self.keep = (
-            path,
-            app_id,
-            schema,
-            list(keys),
-            keep,
-        )
+        self.path, self.app_id, self.schema = path, app_id, schema
+        self.keys, self.keep, self.restarts = list(keys), keep, restarts
         self.changelog = changelog_path(path)
+        self._swept = False  # orphans of a crashed attempt are looked for once per run
 
     def committed(self, batch_id: int) -> bool:
         last = DeltaTable(self.path).transaction_version(self.app_id)
         return last is not None and batch_id <= last
 
-    def changes(self, dt: DeltaTable, batch: pa.Table) -> tuple[pa.Table, pa.Table]:
-        """(changelog rows with `_op`, MERGE source rows with `__op` 'U' or 'D') of a batch."""
-        batch = _last_per_key(batch, self.keys)
-        keep = (
-            pc.fill_null(batch.column(self.keep), False)
-            if self.keep
-            else _flags(True, batch.num_rows)
+    def _read(self, spark, version: int, files: list[str]):
+        """The rows of `files` (paths as in the log) at `version`, with FILE."""
+        return (
+            spark.read.format(FORMAT)
+            .option("versionAsOf", version)
+            .option("files", json.dumps(files))
+            .option("fileColumn", FILE)
+            .load(self.path)
         )
-        new = batch.select(self.schema.names).cast(self.schema)
-        # the table's current rows of these keys; files MERGE wrote may hold strings as
-        # string_view, hence the cast
-        old = rows_with_keys(dt, self.keys, new).cast(self.schema)
-        at = {key: i for i, key in enumerate(key_tuples(old, self.keys))}
-        matches = pa.array([at.get(key) for key in key_tuples(new, self.keys)], pa.int64())
-        found = pc.is_valid(matches)
-        old_rows = old.take(pc.fill_null(matches, 0)) if old.num_rows else None
-        if old_rows is not None:
-            values = [c for c in self.schema.names if c not in self.keys]
-            changed = pc.and_(found, _changed(new, old_rows, values))
-        else:
-            changed = _flags(False, new.num_rows)
-        inserted = pc.and_(pc.invert(found), keep)
-        updated = pc.and_(changed, keep)
-        deleted = pc.and_(found, pc.invert(keep))
-        parts = [(new.filter(inserted), "+I")]
-        if old_rows is not None:
-            parts = (
-                [(old_rows.filter(updated), "-U"), (old_rows.filter(deleted), "-D")]
-                + parts
-                + [(new.filter(updated), "+U")]
-            )
-        log = pa.concat_tables(
-            [t.append_column(OP, pa.array([op] * t.num_rows, pa.string())) for t, op in parts]
-        )
-        upserts, deletes = new.filter(pc.or_(inserted, updated)), new.filter(deleted)
-        source = pa.concat_tables(
-            [
-                upserts.append_column("__op", pa.array(["U"] * upserts.num_rows, pa.string())),
-                deletes.append_column("__op", pa.array(["D"] * deletes.num_rows, pa.string())),
-            ]
-        )
-        return log, source
 
-    def commit(
-        self, batch: pa.Table, batch_id: int, metadata: dict, restarted: set | None = None
-    ) -> int:
-        """Apply `batch` as the commit of `batch_id`; returns the number of changelog rows.
-        With `restarted` (state_ttl models), the changelog marks the changes of those keys."""
-        fault_point("before_write", batch_id)
-        dt = DeltaTable(self.path)
-        log, source = self.changes(dt, batch)
-        props = CommitProperties(
-            app_transactions=[Transaction(self.app_id, batch_id)],
-            custom_metadata={META_KEY: json.dumps(metadata)},
+    def _new_rows(self, batch_df):
+        """The batch as the table's columns, with `__keep` (and RESTARTED_FLAG), one row per
+        key: the last (an append-only query's rows may repeat a unique_key; update-mode
+        batches hold each key once)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        keep = F.coalesce(F.col(self.keep), F.lit(False)) if self.keep else F.lit(True)
+        columns = [F.col(c) for c in self.schema.names] + [keep.alias("__keep")]
+        if self.restarts:
+            flag = F.coalesce(F.col(RESTARTED_FLAG), F.lit(False))
+            columns.append(flag.alias(RESTARTED_FLAG))
+        last = Window.partitionBy(*self.keys).orderBy(F.col("__seq").desc())
+        return (
+            batch_df.withColumn("__seq", F.monotonically_increasing_id())  # the batch's order
+            .withColumn("__last", F.row_number().over(last))
+            .where("__last = 1")
+            .select(*columns)
         )
-        version = dt.version() + 1
-        logged = DeltaTable(self.changelog).transaction_version(self.app_id)
-        if log.num_rows and (logged is None or logged < batch_id):
-            log = log.append_column(
-                BATCH, pa.array([batch_id] * log.num_rows, pa.int64())
-            ).append_column(VERSION, pa.array([version] * log.num_rows, pa.int64()))
-            if restarted is not None:
-                log = log.append_column(
-                    RESTARTED,
-                    pa.array([key in restarted for key in key_tuples(log, self.keys)], pa.bool_()),
+
+    def _matched(self, new, table: DeltaTable, bounds: pa.Table):
+        """`new` with the table's current row of each key (OLD columns, FILE; NULL if none)
+        and the flags __found, __ins, __upd, __del."""
+        from pyspark.sql import functions as F
+
+        candidates = candidate_files(table, bounds, self.keys)
+        current = self._read(new.sparkSession, table.version(), candidates).select(
+            *[F.col(c).alias(OLD + c) for c in self.schema.names], FILE
+        )
+        on = [new[k].eqNullSafe(current[OLD + k]) for k in self.keys]
+        joined = new.join(current, on, "left")
+        found = F.col(FILE).isNotNull()
+        changed = F.lit(False)
+        for f in self.schema:
+            if f.name not in self.keys:
+                differs = (
+                    F.lit(True)
+                    if pa.types.is_map(f.type)  # maps are not comparable
+                    else ~F.col(f.name).eqNullSafe(F.col(OLD + f.name))
                 )
-            write_deltalake(
-                self.changelog,
-                log,
+                changed = changed | differs
+        keep = F.col("__keep")
+        return joined.select(
+            "*",
+            found.alias("__found"),
+            (~found & keep).alias("__ins"),
+            (found & changed & keep).alias("__upd"),
+            (found & ~keep).alias("__del"),
+        )
+
+    def _changes(self, matched, batch_id: int, version: int):
+        """The changelog rows of the batch: -U/-D the current rows, +I/+U the new ones."""
+        from pyspark.sql import functions as F
+
+        names = self.schema.names
+        extra = [
+            F.lit(batch_id).cast("bigint").alias(BATCH),
+            F.lit(version).cast("bigint").alias(VERSION),
+        ]
+        if self.restarts:
+            extra.append(F.col(RESTARTED_FLAG).alias(RESTARTED))
+
+        def part(flag: str, op: str, old: bool):
+            values = [F.col(OLD + c if old else c).alias(c) for c in names]
+            return matched.where(flag).select(*values, F.lit(op).alias(OP), *extra)
+
+        return (
+            part("__upd", "-U", True)
+            .unionByName(part("__del", "-D", True))
+            .unionByName(part("__ins", "+I", False))
+            .unionByName(part("__upd", "+U", False))
+        )
+
+    def _rewrite(self, matched, table: DeltaTable, touched: list[str]):
+        """The table's new files' rows: the rows of `touched` files but those of the keys that
+        change, and the new rows of inserted and updated keys."""
+        from pyspark.sql import functions as F
+
+        names = self.schema.names
+        gone = matched.where("__upd OR __del").select(*[F.col(k).alias(OLD + k) for k in self.keys])
+        kept = self._read(matched.sparkSession, table.version(), touched).select(*names)
+        kept = kept.join(gone, [kept[k].eqNullSafe(gone[OLD + k]) for k in self.keys], "left_anti")
+        return kept.unionByName(matched.where("__ins OR __upd").select(*names))
+
+    def commit(self, batch_df, batch_id: int, metadata: dict) -> int:
+        """Apply the rows of `batch_df` (a Spark DataFrame) as the commit of `batch_id`; returns
+        the number of changelog rows. A state_ttl model's batch has a RESTARTED_FLAG column
+        (True: the key's state had expired), which the changelog records."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        fault_point("before_write", batch_id)
+        table = DeltaTable(self.path)
+        version, prefix = table.version() + 1, batch_prefix(batch_id)
+        new = self._new_rows(batch_df).persist(StorageLevel.MEMORY_AND_DISK)
+        matched = None
+        try:
+            aggregates = [F.count(F.lit(1)).alias("rows")]
+            for k in self.keys:
+                aggregates += [
+                    F.min(k).alias(f"min_{k}"),
+                    F.max(k).alias(f"max_{k}"),
+                    F.count_if(F.col(k).isNull()).alias(f"nulls_{k}"),
+                ]
+            bounds = new.agg(*aggregates).toArrow()
+            touched: list[str] = []
+            count = 0
+            if bounds.column("rows")[0].as_py():
+                matched = self._matched(new, table, bounds).persist(StorageLevel.MEMORY_AND_DISK)
+                per_file = (
+                    matched.groupBy(FILE)
+                    .agg(
+                        F.count_if("__ins").alias("ins"),
+                        F.count_if("__upd").alias("upd"),
+                        F.count_if("__del").alias("del"),
+                    )
+                    .collect()
+                )
+                touched = [r[FILE] for r in per_file if r[FILE] is not None and r.upd + r["del"]]
+                count = sum(r.ins + 2 * r.upd + r["del"] for r in per_file)
+                logged = DeltaTable(self.changelog).transaction_version(self.app_id)
+                if count and (logged is None or logged < batch_id):
+                    self._log(self._changes(matched, batch_id, version), batch_id)
+            files = []
+            if touched or count:
+                files = write_files(
+                    self._rewrite(matched, table, touched), self.path, self.schema, prefix
+                )
+            fault_point("during_write", batch_id)  # changelog committed, table files written
+            self._sweep(self.path, prefix, files)
+            # the log's paths are URL-encoded; delta-rs encodes a remove's path itself
+            removes = [RemoveAction(unquote(p), True, int(time.time() * 1000)) for p in touched]
+            table.create_write_transaction(  # every batch commits: the table records what was read
+                [*add_actions(files), *removes],
                 mode="append",
+                schema=self.schema,
                 commit_properties=CommitProperties(
-                    app_transactions=[Transaction(self.app_id, batch_id)]
+                    app_transactions=[Transaction(self.app_id, batch_id)],
+                    custom_metadata={META_KEY: json.dumps(metadata)},
                 ),
             )
-        fault_point("during_write", batch_id)
-        if source.num_rows:
-            on = " AND ".join(
-                f"(t.{quote(k)} IS NOT DISTINCT FROM s.{quote(k)})" for k in self.keys
-            )
-            values = {quote(c): f"s.{quote(c)}" for c in self.schema.names}
-            (
-                dt.merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
-                .when_matched_delete(predicate="s.__op = 'D'")
-                .when_matched_update(values, predicate="s.__op = 'U'")
-                .when_not_matched_insert(values, predicate="s.__op = 'U'")
-                .execute()
-            )
-        else:  # every batch commits, so the table's last commit records what was consumed
-            dt.create_write_transaction(
-                [], mode="append", schema=self.schema, commit_properties=props
-            )
-        fault_point("after_delta_commit", batch_id)
-        return log.num_rows
+            self._swept = True
+            fault_point("after_delta_commit", batch_id)
+            return count
+        finally:
+            new.unpersist()
+            if matched is not None:
+                matched.unpersist()
+
+    def _log(self, changes, batch_id: int) -> None:
+        """Write and commit the batch's changelog rows."""
+        prefix = batch_prefix(batch_id)
+        schema = changelog_schema(self.schema, self.restarts)
+        files = write_files(changes, self.changelog, schema, prefix)
+        self._sweep(self.changelog, prefix, files)
+        append_files(
+            self.changelog,
+            files,
+            schema,
+            CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)]),
+        )
+
+    def _sweep(self, path: str, prefix: str, files: list[dict]) -> None:
+        """Delete the files a crashed attempt at this batch left at `path`. Only the first
+        batch of a run can be the replay of one that crashed mid-write (Spark re-runs it
+        first)."""
+        if not self._swept:
+            remove_orphans(path, prefix, {f["path"] for f in files})
 
 
 def create_changelog(table_path: str, schema: pa.Schema, restarts: bool = False) -> None:

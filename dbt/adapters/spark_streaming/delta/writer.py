@@ -17,6 +17,7 @@ deltalake (see tests/unit/test_worker_imports.py).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import os
@@ -34,6 +35,8 @@ _FILES_ARROW = pa.schema(
 # Rows buffered before a Parquet row group is written (Spark hands over 10,000-row batches).
 ROW_GROUP_ROWS = 1 << 20
 ROW_GROUP_BYTES = 64 << 20
+# The end of the names FileWriter gives its files, after their prefix.
+WRITTEN = r"\d{5}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.snappy\.parquet"
 
 
 def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -52,7 +55,39 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 
 def _has_min_max(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_string(t)
+        or pa.types.is_date32(t)
+        or (pa.types.is_timestamp(t) and t.tz is not None)  # Spark's timestamp, UTC
+    )
+
+
+def _stat(value, upper: bool):
+    """A min (or max, `upper`) as Delta's JSON statistics hold it: dates as ISO dates, timestamps
+    in UTC at millisecond precision, rounded outwards so the bounds still hold."""
+    if isinstance(value, dt.datetime):
+        ms = value.astimezone(dt.timezone.utc)
+        ms = ms.replace(microsecond=ms.microsecond // 1000 * 1000)
+        if upper and ms != value:
+            ms += dt.timedelta(milliseconds=1)  # OverflowError past 9999-12-31: no max
+        return f"{ms.year:04d}-" + ms.strftime("%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return value
+
+
+def _bounds(values: dict, upper: bool) -> dict:
+    """Delta's minValues (maxValues, `upper`) of `values`, leaving out a bound past the
+    representable range (a max of 9999-12-31 23:59:59.999999 cannot be rounded up)."""
+    out = {}
+    for name, value in values.items():
+        try:
+            out[name] = _stat(value, upper)
+        except OverflowError:
+            pass
+    return out
 
 
 class FileStats:
@@ -89,8 +124,8 @@ class FileStats:
         return json.dumps(
             {
                 "numRecords": self.rows,
-                "minValues": self.mins,
-                "maxValues": self.maxs,
+                "minValues": _bounds(self.mins, False),
+                "maxValues": _bounds(self.maxs, True),
                 "nullCount": self.nulls,
             }
         )

@@ -13,9 +13,10 @@ table or the new one, never a mix:
 
 Where the rows go: a `table` and an `append` into an unpartitioned table are written by Spark
 tasks, one Parquet file each (delta/writer.py), and only the files' metadata reaches the driver,
-which commits them. The other writes collect the rows to the driver as Arrow for delta-rs
-(partitioned tables, MERGE, insert_overwrite, snapshots, an append that adds columns, nested
-column types): right for dimension, reporting and snapshot tables, not for very large ones.
+which commits them. A MERGE's new rows are staged as files by Spark tasks and streamed into
+delta-rs's MERGE. The other writes collect the rows to the driver as Arrow for delta-rs
+(partitioned tables, insert_overwrite, snapshots, an append that adds columns, nested column
+types): right for dimension, reporting and snapshot tables, not for very large ones.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from dbt.adapters.contracts.connection import AdapterResponse
 from dbt_common.exceptions import CompilationError
 from deltalake import CommitProperties, DeltaTable, Schema, write_deltalake
 
-from ..delta import types
+from ..delta import storage, types
 from ..delta.sink import append_files, replace_files
 from ..delta.writer import write_files
 from ..errors import StreamingError, config_error
+from ..layout import staging_path
 from .catalog import Catalog
 
 STRATEGIES = ("append", "merge", "insert_overwrite")
@@ -278,25 +280,15 @@ def run_incremental(
         if files:  # nothing new: no commit
             append_files(path, files, table.schema(), CommitProperties())
         return _done(catalog, schema, identifier, "APPEND", sum(f["rows"] for f in files))
+    if cfg.strategy == "merge" and _tasks_write(target, []):
+        rows = _merge_staged(df, path, target, cfg, evolve)
+        return _done(catalog, schema, identifier, "MERGE", rows)
     data = project(_collect(df), target)
     schema_mode = "merge" if evolve else None
     if cfg.strategy == "append":
         write_deltalake(path, data, mode="append", schema_mode=schema_mode)
     elif cfg.strategy == "merge":
-        on = " AND ".join(
-            [f"{SOURCE}.{_q(k)} = {TARGET}.{_q(k)}" for k in cfg.unique_key]
-            + [f"({p})" for p in cfg.incremental_predicates]
-        )
-        merger = table.merge(
-            source=data, predicate=on, source_alias=SOURCE, target_alias=TARGET, merge_schema=evolve
-        )
-        if cfg.merge_update_columns:
-            merger = merger.when_matched_update(
-                {_q(c): f"{SOURCE}.{_q(c)}" for c in cfg.merge_update_columns}
-            )
-        else:
-            merger = merger.when_matched_update_all(except_cols=cfg.merge_exclude_columns or None)
-        merger.when_not_matched_insert_all().execute()
+        _merge(table, data, cfg, evolve)
     else:  # insert_overwrite: replace the partitions the new rows fall in (or the whole table)
         partitions = cfg.partition_by or table.metadata().partition_columns
         if not partitions:
@@ -310,6 +302,50 @@ def run_incremental(
                 predicate=_partitions_predicate(data, partitions),
             )
     return _done(catalog, schema, identifier, cfg.strategy.upper(), data.num_rows)
+
+
+def _merge(table: DeltaTable, source, cfg: IncrementalConfig, evolve: bool) -> None:
+    """delta-rs's MERGE of `source` (an Arrow table or a stream of batches) on `unique_key`."""
+    on = " AND ".join(
+        [f"{SOURCE}.{_q(k)} = {TARGET}.{_q(k)}" for k in cfg.unique_key]
+        + [f"({p})" for p in cfg.incremental_predicates]
+    )
+    merger = table.merge(
+        source=source, predicate=on, source_alias=SOURCE, target_alias=TARGET, merge_schema=evolve
+    )
+    if cfg.merge_update_columns:
+        merger = merger.when_matched_update(
+            {_q(c): f"{SOURCE}.{_q(c)}" for c in cfg.merge_update_columns}
+        )
+    else:
+        merger = merger.when_matched_update_all(except_cols=cfg.merge_exclude_columns or None)
+    merger.when_not_matched_insert_all().execute()
+
+
+def _merge_staged(df, path: str, columns: Columns, cfg: IncrementalConfig, evolve: bool) -> int:
+    """MERGE `df`'s rows without collecting them: Spark tasks stage them as Parquet files beside
+    the table, and delta-rs merges them as a stream of record batches (its streamed execution:
+    the new rows are read once, batch by batch, never held whole). The staged files are
+    deleted afterwards (also those a crashed run left). Returns the number of new rows."""
+    import pyarrow.dataset as ds
+
+    staging = staging_path(path)
+    storage.remove_tree(staging)
+    try:
+        files, arrow = _write(df, staging, columns)
+        if not files:
+            return 0
+        filesystem, root = storage.filesystem(staging)
+        dataset = ds.dataset(
+            [f"{root.rstrip('/')}/{f['path']}" for f in files],
+            schema=arrow,
+            format="parquet",
+            filesystem=filesystem,
+        )
+        _merge(DeltaTable(path), dataset.scanner().to_reader(), cfg, evolve)
+        return sum(f["rows"] for f in files)
+    finally:
+        storage.remove_tree(staging)
 
 
 def add_columns(path: str, columns: Columns) -> None:

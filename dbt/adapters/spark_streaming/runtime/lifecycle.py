@@ -121,8 +121,10 @@ def clear(table: str, checkpoint: str) -> None:
     checkpoint is not beside the table: a `checkpoint_root`, as object storage needs). Readers
     see the table empty, then growing, until the rebuild is done; a crash meanwhile leaves a
     consistent prefix of it, which the next run goes on from."""
-    storage.remove_tree(table)
+    # the checkpoint first: a table without one is refused (SSR305), a checkpoint without its
+    # table would resume into an empty one
     shutil.rmtree(checkpoint, ignore_errors=True)
+    storage.remove_tree(table)
 
 
 def recover(warehouse: str, name: str, target: str) -> bool:

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from ..delta.partials import UPDATED
+from ..delta.partials import UPDATED, key_tuples, rows_with_keys
 from ..delta.storage import is_delta
-from ..delta.upsert import key_tuples, rows_with_keys
+from ..delta.upsert import RESTARTED_FLAG as RESTARTED
 from ..layout import partials_path
 
 
@@ -50,7 +50,8 @@ def _stored(
 
 
 def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_keys: list[str]):
-    """(result rows, merged partials to store, result keys of the rows that started afresh)."""
+    """(result rows, with RESTARTED true for the keys that started afresh, as a DataFrame for
+    delta/upsert.py; the merged partials to store; the number of restarted keys)."""
     spark, keys = batch_df.sparkSession, list(plan.upsert.partials.keys)
     partial = _step(plan, "partial", batch_df, name).toArrow()  # reads the batch
     live, expired = _stored(table_path, partial, keys, batch_ts_ms - plan.upsert.partials.ttl_ms)
@@ -61,7 +62,7 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
         pa.field(UPDATED, pa.int64(), nullable=False),
         pa.array([batch_ts_ms] * merged.num_rows, pa.int64()),
     )
-    rows = _step(plan, "final", spark.createDataFrame(merged), name).toArrow()
+    rows = _step(plan, "final", spark.createDataFrame(merged), name)
     restarted = set()
     if expired:
         again = merged.filter(
@@ -71,4 +72,6 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
             _step(plan, "final", spark.createDataFrame(again), name).select(*result_keys).toArrow()
         )
         restarted = set(key_tuples(again, result_keys))
-    return rows, merged, restarted
+    rows = rows.toArrow()
+    flags = pa.array([k in restarted for k in key_tuples(rows, result_keys)], pa.bool_())
+    return spark.createDataFrame(rows.append_column(RESTARTED, flags)), merged, len(restarted)

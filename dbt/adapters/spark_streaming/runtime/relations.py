@@ -29,9 +29,9 @@ def drop(catalog: Catalog, schema: str, identifier: str) -> None:
     path = catalog.location(schema, identifier)
     catalog.unbind(schema, identifier)
     drop_view(catalog.spark, catalog, schema, identifier)
+    if catalog.checkpoint_root:  # first: see lifecycle.clear
+        shutil.rmtree(catalog.checkpoint(f"{schema}.{identifier}", path), True)
     storage.remove_tree(path)
-    if catalog.checkpoint_root:
-        shutil.rmtree(catalog.checkpoint(f"{schema}.{identifier}".lower(), path), True)
 
 
 def drop_schema(catalog: Catalog, schema: str) -> None:

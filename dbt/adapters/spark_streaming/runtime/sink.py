@@ -121,7 +121,14 @@ class ModelSink:
     def _committers(self) -> list:
         app_id = f"dbt-spark-streaming-{_query_id(self.checkpoint)}"
         committers: list = [
-            UpsertCommitter(self.build, app_id, self.arrow_schema, self.keys, self.keep)
+            UpsertCommitter(
+                self.build,
+                app_id,
+                self.arrow_schema,
+                self.keys,
+                self.keep,
+                restarts=self.partials is not None,
+            )
             if self.keys
             else BatchCommitter(self.build, app_id, self.arrow_schema)
         ]
@@ -136,21 +143,15 @@ class ModelSink:
             rows, merged, restarted = state.batch(
                 plan, batch_df, self.build, batch_ts_ms, name, self.keys
             )
-            meta["restarted_keys"] = len(restarted)
+            meta["restarted_keys"] = restarted
             # a crash after the table's commit replays the batch: only the partials are left
             # to store
-            count = (
-                0 if table.committed(batch_id) else table.commit(rows, batch_id, meta, restarted)
-            )
+            count = 0 if table.committed(batch_id) else table.commit(rows, batch_id, meta)
             self.committers[1].commit(merged, batch_id, batch_ts_ms - self.partials.ttl_ms)
             return count
-        if isinstance(table, BatchCommitter):  # its files are written by Spark tasks
-            return table.commit(batch_df, batch_id, meta)
         if self.ranked:  # a Top-N: re-ranked with the table's rows of the partitions it touches
-            rows = upsert.rerank(plan, batch_df, self.build, self.keys, name)
-        else:
-            rows = batch_df.toArrow()
-        return table.commit(rows, batch_id, meta)
+            batch_df = upsert.rerank(plan, batch_df, self.build, self.keys, name)
+        return table.commit(batch_df, batch_id, meta)  # Spark tasks write the files
 
     def _progress(self, batch_id: int, count: int, versions: dict, watermark) -> None:
         if self.monitor is not None:

@@ -253,6 +253,14 @@ def _check_state(
             "without it the stream would reprocess every source version and duplicate rows",
             "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild the table.",
         )
+    offsets = os.path.join(checkpoint, "offsets")
+    if previous is None and os.path.isdir(offsets) and os.listdir(offsets):
+        raise StreamingError(
+            "SSR308",
+            f"the table of {model.name} is missing but its checkpoint is not ({checkpoint})",
+            "the stream would resume after the batches it already wrote, into an empty table",
+            "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild the table.",
+        )
     for name, version in (previous or {}).get("sources", {}).items():
         if name in paths:
             added_files(

@@ -107,4 +107,4 @@ def rerank(plan, new_df, path: str, keys: list[str], name: str):
     current = current.join(
         touched, [current[k].eqNullSafe(touched[k]) for k in partition], "left_semi"
     )
-    return ranked(plan, new_df.unionByName(current), name).toArrow()
+    return ranked(plan, new_df.unionByName(current), name)

@@ -1,0 +1,152 @@
+"""The upsert sink's copy-on-write MERGE (delta/upsert.py) on real Delta tables, with Spark but
+without dbt: NULL and date keys, unchanged rows, HAVING deletes, repeated keys, a replayed
+batch; which files a batch rewrites; and the candidate files' pruning by statistics."""
+
+import datetime as dt
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from dbt.adapters.spark_streaming.delta.sink import create_table
+from dbt.adapters.spark_streaming.delta.upsert import (
+    UpsertCommitter,
+    candidate_files,
+    changelog_path,
+    create_changelog,
+)
+from dbt.adapters.spark_streaming.runtime.session import get_spark
+
+SCHEMA = pa.schema([("day", pa.date32()), ("k", pa.string()), ("n", pa.int64())])
+
+
+def batch(rows, keep=None):
+    t = pa.table(
+        {
+            "day": pa.array([r[0] for r in rows], pa.date32()),
+            "k": pa.array([r[1] for r in rows]),
+            "n": pa.array([r[2] for r in rows], pa.int64()),
+        }
+    )
+    t = t.append_column("__keep", pa.array(keep, pa.bool_())) if keep is not None else t
+    return get_spark().createDataFrame(t)
+
+
+def table_rows(path):
+    return sorted(
+        (tuple(r.values()) for r in DeltaTable(path).to_pyarrow_table().to_pylist()), key=str
+    )
+
+
+def log_rows(path):
+    return [
+        (r["day"], r["k"], r["n"], r["_op"], r["_batch_id"])
+        for r in DeltaTable(changelog_path(path)).to_pyarrow_table().to_pylist()
+    ]
+
+
+def test_changes_and_exactly_once(tmp_path):
+    path = str(tmp_path / "t")
+    create_table(path, SCHEMA, {"batch_id": None})
+    create_changelog(path, SCHEMA)
+    sink = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], "__keep")
+    d1, d2 = dt.date(2020, 1, 1), dt.date(2020, 1, 2)
+    assert (
+        sink.commit(
+            batch([(d1, "a", 1), (d1, None, 2), (d2, "a", 3)], [True, True, False]),
+            0,
+            {"batch_id": 0},
+        )
+        == 2
+    )
+    assert table_rows(path) == sorted([(d1, "a", 1), (d1, None, 2)], key=str)
+    # NULL key updated, "a" unchanged (no change logged), d2 now kept, (d1, "a") repeated: the
+    # last wins
+    n = sink.commit(
+        batch([(d1, None, 5), (d2, "a", 4), (d1, "a", 7), (d1, "a", 1)], [True, True, True, True]),
+        1,
+        {"batch_id": 1},
+    )
+    assert n == 3
+    assert sorted(log_rows(path), key=str) == sorted(
+        [
+            (d1, "a", 1, "+I", 0),
+            (d1, None, 2, "+I", 0),
+            (d1, None, 2, "-U", 1),
+            (d1, None, 5, "+U", 1),
+            (d2, "a", 4, "+I", 1),
+        ],
+        key=str,
+    )
+    # a key that stops satisfying HAVING is deleted
+    assert sink.commit(batch([(d1, None, 6)], [False]), 2, {"batch_id": 2}) == 1
+    assert table_rows(path) == sorted([(d1, "a", 1), (d2, "a", 4)], key=str)
+    assert [r for r in log_rows(path) if r[-1] == 2] == [(d1, None, 5, "-D", 2)]
+    # batch 2 is committed: a replay is recognised, and every commit is one table version
+    assert sink.committed(2) and not sink.committed(3)
+    assert DeltaTable(path).version() == 3
+
+
+def files(path):
+    return set(pa.table(DeltaTable(path).get_add_actions()).column("path").to_pylist())
+
+
+def test_only_files_with_changed_keys_are_rewritten(tmp_path):
+    """Batch 1 writes two files (one per Spark task); batch 2 changes a key of one of them:
+    that file is replaced (removed, its other rows rewritten), the other stays."""
+    path = str(tmp_path / "t")
+    create_table(path, SCHEMA, {"batch_id": None})
+    create_changelog(path, SCHEMA)
+    sink = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], None)
+    d1, d2 = dt.date(2020, 1, 1), dt.date(2020, 6, 1)
+    rows = [(d1, "a", 1), (d1, "b", 2), (d2, "a", 3), (d2, "b", 4)]
+    sink.commit(batch(rows).repartition(2, "day"), 0, {"batch_id": 0})
+    before = files(path)
+    assert len(before) == 2 and table_rows(path) == sorted(rows, key=str)
+    assert sink.commit(batch([(d2, "b", 40), (d2, "a", 3)]), 1, {"batch_id": 1}) == 2
+    after = files(path)
+    assert len(before & after) == 1  # the file of d1 is untouched
+    assert table_rows(path) == sorted(
+        [(d1, "a", 1), (d1, "b", 2), (d2, "a", 3), (d2, "b", 40)], key=str
+    )
+
+
+def test_candidate_files_are_pruned_by_statistics(tmp_path):
+    """A batch of keys in June reads no file of January; a NULL key reads only the files that
+    have NULLs in that column."""
+    path = str(tmp_path / "t")
+    create_table(path, SCHEMA, {"batch_id": None})
+    create_changelog(path, SCHEMA)
+    sink = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], None)
+    jan, jun = dt.date(2020, 1, 1), dt.date(2020, 6, 1)
+    sink.commit(batch([(jan, "a", 1), (jan, None, 2)]), 0, {"batch_id": 0})
+    sink.commit(batch([(jun, "x", 3)]), 1, {"batch_id": 1})
+    table = DeltaTable(path)
+    jan_files = {p for p in files(path) if p.startswith("part-00000-")}
+    jun_files = {p for p in files(path) if p.startswith("part-00001-")}
+    assert jan_files and jun_files and len(files(path)) == len(jan_files) + len(jun_files)
+
+    def bounds(lo, hi, nulls_k=0):
+        return pa.table(
+            {
+                "rows": [1],
+                "min_day": pa.array([lo], pa.date32()),
+                "max_day": pa.array([hi], pa.date32()),
+                "nulls_day": [0],
+                "min_k": pa.array(["a"]),
+                "max_k": pa.array(["z"]),
+                "nulls_k": [nulls_k],
+            }
+        )
+
+    assert set(candidate_files(table, bounds(jun, jun), ["day", "k"])) == jun_files
+    assert set(candidate_files(table, bounds(jan, jun), ["day", "k"])) == jan_files | jun_files
+    assert candidate_files(table, bounds(dt.date(2021, 1, 1), dt.date(2021, 2, 1)), ["day"]) == []
+    # k in [a, z] matches both; only jan's file has a NULL k
+    null_only = bounds(jan, jun, 1).set_column(4, "min_k", pa.array([None], pa.string()))
+    null_only = null_only.set_column(5, "max_k", pa.array([None], pa.string()))
+    (with_null,) = [
+        r["path"]
+        for r in pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
+        if r["null_count.k"]
+    ]
+    assert candidate_files(table, null_only, ["k"]) == [with_null]
