@@ -160,7 +160,7 @@ class UpsertCommitter:
 
     def _matched(self, new, table: DeltaTable, bounds: pa.Table):
         """`new` with the table's current row of each key (OLD columns, FILE; NULL if none)
-        and the flags __found, __ins, __upd, __del."""
+        and the flags __ins, __upd, __del."""
         from pyspark.sql import functions as F
 
         candidates = candidate_files(table, bounds, self.keys)
@@ -182,7 +182,6 @@ class UpsertCommitter:
         keep = F.col("__keep")
         return joined.select(
             "*",
-            found.alias("__found"),
             (~found & keep).alias("__ins"),
             (found & changed & keep).alias("__upd"),
             (found & ~keep).alias("__del"),

@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 
 from ..delta.partials import UPDATED, key_tuples, rows_with_keys
 from ..delta.storage import is_delta
-from ..delta.upsert import RESTARTED_FLAG as RESTARTED
+from ..delta.upsert import RESTARTED_FLAG
 from ..layout import partials_path
 
 
@@ -50,7 +50,7 @@ def _stored(
 
 
 def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_keys: list[str]):
-    """(result rows, with RESTARTED true for the keys that started afresh, as a DataFrame for
+    """(result rows, with RESTARTED_FLAG true for the keys that started afresh, as a DataFrame for
     delta/upsert.py; the merged partials to store; the number of restarted keys)."""
     spark, keys = batch_df.sparkSession, list(plan.upsert.partials.keys)
     partial = _step(plan, "partial", batch_df, name).toArrow()  # reads the batch
@@ -74,4 +74,4 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
         restarted = set(key_tuples(again, result_keys))
     rows = rows.toArrow()
     flags = pa.array([k in restarted for k in key_tuples(rows, result_keys)], pa.bool_())
-    return spark.createDataFrame(rows.append_column(RESTARTED, flags)), merged, len(restarted)
+    return spark.createDataFrame(rows.append_column(RESTARTED_FLAG, flags)), merged, len(restarted)
