@@ -1,15 +1,16 @@
 """Interval joins through `dbt run` (Calcite's "shipped within 1 hour": orders joined with the
 shipments that follow them within an hour), inner and LEFT / RIGHT / FULL OUTER, in the spellings
-users paste (BETWEEN, `>= / <=`, `s.ts - INTERVAL ...`).
+users paste (BETWEEN, `>= / <=`, `s.ts - INTERVAL ...`), and window SEMI / ANTI joins (FLIP-145:
+IN / NOT EXISTS over two window TVFs) of the same streams. One project, one class.
 
-One project, one class. The first test runs hand-made orders and shipments over two appends and
-checks every table against hand-computed rows, pinning Spark's rule (sql/oracle.py): matched
-pairs at once, late rows dropped, an unmatched row emitted once the watermark passes its time
-bound (left: order time + 1 hour, Spark's state threshold W - 1 hour - 1 ms; right: W - 1 ms),
-or at once when it fails a condition on its own side. The second appends seeded random orders
-and shipments, out of order within the watermark delay, over two more runs: each table equals
-the same query run by Spark in batch over all rows so far, restricted to the rows the stream has
-emitted. snapshot_equivalence passes after every run.
+The first test runs hand-made orders and shipments over two appends and checks every table
+against hand-computed rows, pinning Spark's rule (sql/oracle.py): matched pairs at once, late rows
+dropped, an unmatched row emitted once the watermark passes its time bound (left: order time +
+1 hour, Spark's state threshold W - 1 hour - 1 ms; right: W - 1 ms), or at once when it fails a
+condition on its own side. The second appends seeded random orders and shipments, out of order
+within the watermark delay, over two more runs: each table equals the same query run by Spark in
+batch over all rows so far, restricted to the rows the stream has emitted. snapshot_equivalence
+passes after every run.
 """
 
 import random
@@ -72,11 +73,30 @@ MODELS = {
         ),
     ),
 }
+# Window SEMI / ANTI joins (FLIP-145) over 10-minute windows of the same streams: orders with a
+# shipment in their window (at once), orders without one (when the window closes). Rows:
+# (id, amount, window_start, window_end).
+TUMBLE10 = "TABLE(TUMBLE(TABLE {t}, DESCRIPTOR(ts), INTERVAL '10' MINUTES))"
+WINDOW_MODELS = {
+    "shipped_in_window": (
+        f"SELECT id, amount, window_start, window_end FROM {TUMBLE10.format(t=ORDERS)} "
+        "WHERE (window_start, window_end, id) IN (SELECT window_start, window_end, orderid "
+        f"FROM {TUMBLE10.format(t=SHIPS)})",
+        lambda r, w: True,
+    ),
+    "unshipped_in_window": (
+        f"SELECT o.id, o.amount, o.window_start, o.window_end FROM {TUMBLE10.format(t=ORDERS)} o "
+        f"WHERE NOT EXISTS (SELECT * FROM {TUMBLE10.format(t=SHIPS)} s WHERE s.orderid = o.id "
+        "AND s.window_start = o.window_start AND s.window_end = o.window_end)",
+        lambda r, w: r[3] <= w,
+    ),
+}
+ALL_MODELS = {**MODELS, **WINDOW_MODELS}
 
 
 def models_yml() -> str:
     return "models:\n" + "".join(
-        f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in MODELS
+        f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in ALL_MODELS
     )
 
 
@@ -153,9 +173,14 @@ O1, O2, O3, O4, O6 = (
         15,
     ),
 )
-S1, S3, S5 = ("10:20", 1), ("11:59", 3), ("10:45", 5)
+S1, S2, S3, S5 = ("10:20", 1), ("10:35", 2), ("11:59", 3), ("10:45", 5)
 O7, O8 = ("10:50", 7, 40), ("12:30", 8, 60)
 S7, S4, S8 = ("10:55", 7), ("10:49", 4), ("12:40", 8)
+
+
+def w(order: tuple, start: str) -> tuple:
+    """A window SEMI / ANTI result row: the order's id and amount, its 10-minute window."""
+    return (order[1], order[2], at(start), at(start) + timedelta(minutes=10))
 
 
 def by_str(values) -> list:
@@ -168,47 +193,62 @@ class TestIntervalJoins:
         return {
             "sources.yml": SOURCES,
             "tests.yml": models_yml(),
-            **{f"{name}.sql": CONFIG + sql for name, (sql, _) in MODELS.items()},
+            **{f"{name}.sql": CONFIG + sql for name, (sql, _) in ALL_MODELS.items()},
         }
 
     def test_hand_made_rows(self, project):
         # Run 1: watermark min(11:00, 11:59) - 10 minutes = 10:50. Left rows leave the state at
         # <= 09:49:59.999 (O6 is emitted unmatched), right rows at <= 10:49:59.999 (S5).
-        append(project, [O1, O2, O3, O4, O6], [S1, S3, S5])
+        append(project, [O1, O2, O3, O4, O6], [S1, S2, S3, S5])
         results = run_dbt(["run"])
         assert {r.node.name: r.adapter_response["watermark"] for r in results} == {
-            n: "2020-01-01T10:50:00.000Z" for n in MODELS
+            n: "2020-01-01T10:50:00.000Z" for n in ALL_MODELS
         }
-        pairs = [r(O1, S1), r(O3, S3)]
+        pairs = [r(O1, S1), r(O2, S2), r(O3, S3)]
         assert rows(table_path(project, "shipped")) == by_str(pairs)
         assert rows(table_path(project, "orders_left")) == by_str(pairs + [r(O6, None)])
         assert rows(table_path(project, "ships_right")) == by_str(pairs + [r(None, S5)])
         # O3 (amount 5) fails o.amount > 10: emitted at once; S3 waits for its bound.
         assert rows(table_path(project, "both_full")) == by_str(
-            [r(O1, S1), r(O3, None), r(None, S5), r(O6, None)]
+            [r(O1, S1), r(O2, S2), r(O3, None), r(None, S5), r(O6, None)]
         )
-        assert len(run_dbt(["test"])) == len(MODELS)
+        # Windows: only O2 and S2 share one ([10:30, 10:40)), emitted at once; O1, O4 and O6
+        # have none in windows the watermark closed (ends <= 10:50); O3's is open.
+        assert rows(table_path(project, "shipped_in_window")) == [w(O2, "10:30")]
+        assert rows(table_path(project, "unshipped_in_window")) == by_str(
+            [w(O1, "10:00"), w(O4, "10:40"), w(O6, "09:40")]
+        )
+        assert len(run_dbt(["test"])) == len(ALL_MODELS)
 
-        # Run 2 (read at watermark 10:50): O7 (10:50) and S4 (10:49) are late and dropped, so
-        # S7 and O4 never match. Watermark 12:20: left rows <= 11:19:59.999 and right rows
-        # <= 12:19:59.999 leave the state.
+        # Run 2 (read at watermark 10:50): O7 (10:50) and S4 (10:49) are late and dropped by
+        # the interval joins, so S7 and O4 never match. The window joins drop by window end:
+        # S4's window ends at 10:50 (late), O7's at 11:00 (kept: it shares it with S7).
+        # Watermark 12:20: left rows <= 11:19:59.999 and right rows <= 12:19:59.999 leave the
+        # interval joins' state; windows ending <= 12:20 close.
         append(project, [O7, O8], [S7, S4, S8])
         results = run_dbt(["run"])
         assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
-            n: 2 for n in MODELS
+            **{n: 2 for n in MODELS},
+            **{n: 1 for n in WINDOW_MODELS},
         }
         assert watermark(project, "shipped") == at("12:20")
         pairs.append(r(O8, S8))
         assert rows(table_path(project, "shipped")) == by_str(pairs)
         assert rows(table_path(project, "orders_left")) == by_str(
-            pairs + [r(O6, None), r(O2, None), r(O4, None)]
+            pairs + [r(O6, None), r(O4, None)]
         )
         assert rows(table_path(project, "ships_right")) == by_str(
             pairs + [r(None, S5), r(None, S7)]
         )
         assert rows(table_path(project, "both_full")) == by_str(
-            [r(O1, S1), r(O8, S8), r(O3, None), r(None, S5), r(O6, None)]
-            + [r(O2, None), r(O4, None), r(None, S3), r(None, S7)]
+            [r(O1, S1), r(O2, S2), r(O8, S8), r(O3, None), r(None, S5), r(O6, None)]
+            + [r(O4, None), r(None, S3), r(None, S7)]
+        )
+        assert rows(table_path(project, "shipped_in_window")) == by_str(
+            [w(O2, "10:30"), w(O7, "10:50")]
+        )
+        assert rows(table_path(project, "unshipped_in_window")) == by_str(
+            [w(O1, "10:00"), w(O4, "10:40"), w(O6, "09:40"), w(O3, "11:00")]
         )
         listed = run_dbt(["show", "--inline", "select * from {{ late_rows(ref('shipped')) }}"])[
             0
@@ -217,7 +257,7 @@ class TestIntervalJoins:
             (row["batch_watermark"].strftime("%H:%M"), row["ts"].strftime("%H:%M"))
             for row in listed
         ) == [("10:50", "10:49"), ("10:50", "10:50")]
-        assert len(run_dbt(["test"])) == len(MODELS)
+        assert len(run_dbt(["test"])) == len(ALL_MODELS)
 
     def test_random_rows_equal_batch_query(self, project):
         rng = random.Random(17)
@@ -242,14 +282,15 @@ class TestIntervalJoins:
             append(project, orders, ships)
             results = run_dbt(["run"])
             assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
-                n: 0 for n in MODELS
+                n: 0 for n in ALL_MODELS
             }
-            for name, (sql, emitted) in MODELS.items():
+            for name, (sql, emitted) in ALL_MODELS.items():
                 w = watermark(project, name)
                 expected = [row for row in batch_rows(project, sql) if emitted(row, w)]
                 assert rows(table_path(project, name)) == by_str(expected), name
-            assert len(run_dbt(["test"])) == len(MODELS)
-        # The outer joins emitted unmatched rows of both kinds in these runs.
+            assert len(run_dbt(["test"])) == len(ALL_MODELS)
+        # The outer joins emitted unmatched rows of both kinds, the window joins rows, in these
+        # runs.
         assert any(
             row[4] is None and row[1] >= 100 for row in rows(table_path(project, "orders_left"))
         )

@@ -21,6 +21,7 @@ from .joins import window_joins
 from .refused import refuse_constant_relations, refuse_wall_clock
 from .retract import rewrite_retractions
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
+from .semijoin import rewrite_window_subqueries
 from .state import (
     BATCH_INPUT,
     MERGED_INPUT,
@@ -317,6 +318,7 @@ def compile_query(
     refuse_wall_clock(tree)
     refuse_constant_relations(tree)
     rewrite_group_windows(tree)
+    rewrite_window_subqueries(tree)
     rewrite_retractions(tree, changelogs, materialization)
     inline_ranked_ctes(tree)
     topns = window_topns(tree)

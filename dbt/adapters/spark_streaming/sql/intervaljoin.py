@@ -164,7 +164,7 @@ def _interval_join(
     join = joins[0]
     aliases = (tables[0].alias_or_name, tables[1].alias_or_name)
     kind = JOIN_TYPES.get((join.side.upper(), join.kind.upper()))
-    if kind is None or join.args.get("using") or join.args.get("method"):
+    if kind in (None, "SEMI") or join.args.get("using") or join.args.get("method"):
         return None  # SSV150 (check_joins) says what a stream join may be
     if aliases[0].lower() == aliases[1].lower():
         raise _refuse(

@@ -137,8 +137,8 @@ def _join_emitted(
 ) -> None:
     """Keep the rows of an outer window join that Spark has emitted (see module docstring)."""
     side = join.side.upper()
-    if side not in ("LEFT", "RIGHT", "FULL"):
-        return
+    if side not in ("LEFT", "RIGHT", "FULL") or join.kind.upper() == "SEMI":
+        return  # inner and semi joins emit their rows at once
     present = {
         a: exp.Not(this=exp.Is(this=exp.column(WINDOW_STRUCT, table=a), expression=exp.Null()))
         for a in (left, right)
