@@ -15,7 +15,7 @@ from .analysis import WindowSpec, analyse_tvf, classify, table_key
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .groupwin import rewrite_group_windows
-from .intervaljoin import interval_joins, rewrite_interval_joins
+from .intervaljoin import interval_joins, refuse_as_upsert, rewrite_interval_joins
 from .intervals import parse_duration
 from .joins import window_joins
 from .refused import refuse_constant_relations, refuse_wall_clock
@@ -330,16 +330,8 @@ def compile_query(
     specs = [analyse_tvf(tvf, schemas) for tvf in tvfs]
     joins = window_joins(tree, tvfs, specs)
     bounded = interval_joins(tree, schemas, dimensions, {id(j.scope) for j in joins})
-    if bounded and materialization == UPSERT_TABLE:
-        raise SqlError(
-            "SSV153",
-            "an interval join as upsert_table",
-            "an interval join only appends rows: each matched pair once, and each unmatched row "
-            "of an outer join once, when the watermark passes its time bound; none is ever "
-            "updated or retracted, so there is no key to upsert by",
-            "Use materialized='streaming_view'; aggregate its rows in a downstream model.",
-            bounded[0].join,
-        )
+    if materialization == UPSERT_TABLE:
+        refuse_as_upsert(bounded)
     cls = classify(tree, tvfs, {id(j.scope) for j in joins})
     if materialization == STREAMING_VIEW:
         if cls.kind == "updating":
@@ -352,7 +344,7 @@ def compile_query(
                 "window TVF grouped by window_start and window_end.",
                 node,
             )
-    check_joins(tree, {id(j.scope) for j in [*joins, *bounded]}, dimensions)
+    check_joins(tree, {id(j.scope) for j in joins} | {id(j.scope) for j in bounded}, dimensions)
     upsert = (
         analyse_upsert(tree, cls, found, topns, unique_key, emit_early)
         if materialization == UPSERT_TABLE

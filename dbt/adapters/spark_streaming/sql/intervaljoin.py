@@ -158,13 +158,14 @@ def _interval_join(
     frm = scope.args.get("from_")
     if len(joins) != 1 or frm is None:
         return None
-    tables = [_side_table(n, dimensions, ctes) for n in (frm.this, joins[0].this)]
-    if tables[0] is None or tables[1] is None:
+    found = [_side_table(n, dimensions, ctes) for n in (frm.this, joins[0].this)]
+    if found[0] is None or found[1] is None:
         return None
+    tables = (found[0], found[1])
     join = joins[0]
     aliases = (tables[0].alias_or_name, tables[1].alias_or_name)
     kind = JOIN_TYPES.get((join.side.upper(), join.kind.upper()))
-    if kind in (None, "SEMI") or join.args.get("using") or join.args.get("method"):
+    if kind is None or kind == "SEMI" or join.args.get("using") or join.args.get("method"):
         return None  # SSV150 (check_joins) says what a stream join may be
     if aliases[0].lower() == aliases[1].lower():
         raise _refuse(
@@ -248,6 +249,20 @@ def interval_joins(
                 )
         found.append(join)
     return found
+
+
+def refuse_as_upsert(joins: List[IntervalJoin]) -> None:
+    """SSV153: an interval join's rows are only ever appended."""
+    if joins:
+        raise SqlError(
+            "SSV153",
+            "an interval join as upsert_table",
+            "an interval join only appends rows: each matched pair once, and each unmatched row "
+            "of an outer join once, when the watermark passes its time bound; none is ever "
+            "updated or retracted, so there is no key to upsert by",
+            "Use materialized='streaming_view'; aggregate its rows in a downstream model.",
+            joins[0].join,
+        )
 
 
 def rewrite_interval_joins(

@@ -176,8 +176,8 @@ def emitted(tree: exp.Expr, watermark_us: int, closed: bool = True) -> exp.Expr:
             _drop_late(derived)
         if closed:
             _join_emitted(scope, join, left, right, watermark_us)
-    for join in rewritten_interval_joins(tree):
-        _interval_emitted(join, watermark_us, closed)
+    for bounded in rewritten_interval_joins(tree):
+        _interval_emitted(bounded, watermark_us, closed)
     for scope, derived in aggregates:
         _drop_late(derived)
         if not closed:
@@ -257,10 +257,9 @@ def late_rows(tree: exp.Expr) -> List[exp.Select]:
     inputs = [derived for _, derived in aggregates]
     for scope, join, _, _ in window_joins(tree):
         inputs += _join_inputs(scope, join, aggregates)
-    for join in rewritten_interval_joins(tree):
-        for node, time in zip(
-            (join.scope.args["from_"].this, join.join.this), join.times, strict=True
-        ):
+    for bounded in rewritten_interval_joins(tree):
+        sides = (bounded.scope.args["from_"].this, bounded.join.this)
+        for node, time in zip(sides, bounded.times, strict=True):
             queries.append(
                 exp.select(
                     exp.Star(except_=[exp.column(LATE_COLUMN)]),

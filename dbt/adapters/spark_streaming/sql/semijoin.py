@@ -134,7 +134,7 @@ def _semi_join(scope: exp.Select, cond: exp.Expr) -> Optional[List[exp.Expr]]:
             for a, b in zip(left, right, strict=True)
         ]
     where = sub.args.get("where")
-    own = []
+    own: List[exp.Expr] = []
     for c in conjuncts(where.this if where is not None else None):
         (on if _mentions(c, outer_alias) else own).append(_qualify(c, inner))
     if own:
