@@ -17,6 +17,7 @@ import random
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from dbt.tests.util import run_dbt
 from deltalake import DeltaTable, write_deltalake
@@ -128,8 +129,9 @@ def rows(path: str) -> list[tuple]:
     )
 
 
-def batch_rows(project, sql: str) -> list[tuple]:
-    """The model's query run by Spark in batch over all rows of both sources."""
+def batch_rows(project, sql: str, late: tuple = ((), ())) -> list[tuple]:
+    """The model's query run by Spark in batch over all rows of both sources but the late ones,
+    ``late`` = (order ids, shipment orderids)."""
     schema = project.test_schema
     names = {ORDERS: f"{schema}.orders", SHIPS: f"{schema}.shipments"}
     for jinja, name in names.items():
@@ -137,9 +139,10 @@ def batch_rows(project, sql: str) -> list[tuple]:
     views = {}
     for name in ("orders", "shipments"):
         views[f"{schema}.{name}"] = f"interval_join_{name}"
-        get_spark().createDataFrame(
-            DeltaTable(table_path(project, name)).to_pyarrow_table()
-        ).createOrReplaceTempView(views[f"{schema}.{name}"])
+        data = DeltaTable(table_path(project, name)).to_pyarrow_table()
+        key, dropped = ("id", late[0]) if name == "orders" else ("orderid", late[1])
+        data = data.filter(pc.invert(pc.is_in(data[key], pa.array(list(dropped), pa.int64()))))
+        get_spark().createDataFrame(data).createOrReplaceTempView(views[f"{schema}.{name}"])
     plan = compile_query(
         sql,
         schemas={f"{schema}.{n}": c for n, c in COLUMNS.items()},
@@ -176,6 +179,11 @@ O1, O2, O3, O4, O6 = (
 S1, S2, S3, S5 = ("10:20", 1), ("10:35", 2), ("11:59", 3), ("10:45", 5)
 O7, O8 = ("10:50", 7, 40), ("12:30", 8, 60)
 S7, S4, S8 = ("10:55", 7), ("10:49", 4), ("12:40", 8)
+
+
+# The hand-made rows the streams dropped as late (order ids, shipment orderids): O7 and S4 by
+# their own time in the interval joins; S4 by its window's end in the window joins.
+LATE_INTERVAL, LATE_WINDOW = ({7}, {4}), ((), {4})
 
 
 def w(order: tuple, start: str) -> tuple:
@@ -286,7 +294,8 @@ class TestIntervalJoins:
             }
             for name, (sql, emitted) in ALL_MODELS.items():
                 w = watermark(project, name)
-                expected = [row for row in batch_rows(project, sql) if emitted(row, w)]
+                late = LATE_INTERVAL if name in MODELS else LATE_WINDOW
+                expected = [row for row in batch_rows(project, sql, late) if emitted(row, w)]
                 assert rows(table_path(project, name)) == by_str(expected), name
             assert len(run_dbt(["test"])) == len(ALL_MODELS)
         # The outer joins emitted unmatched rows of both kinds, the window joins rows, in these
