@@ -783,9 +783,9 @@ BAD_JOINS = [
         "JOIN ... USING is not supported in a window join",
     ),
     (
-        f"SELECT L.num FROM {LT5} L LEFT SEMI JOIN {RT5} R ON {BOUNDS}",
+        f"SELECT L.num FROM {LT5} L LEFT ANTI JOIN {RT5} R ON {BOUNDS}",
         "SSV108",
-        "LEFT SEMI JOIN is not supported",
+        "LEFT ANTI JOIN is not supported",
     ),
     (
         f"SELECT L.num FROM {LT5} L CROSS JOIN {RT5} R",

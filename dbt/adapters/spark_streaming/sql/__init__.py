@@ -39,6 +39,10 @@ The sides may instead both be window aggregates of such TVFs: each also projects
 ``__k``) and the join is on it; Spark chains aggregates and join in append mode, and a
 window's rows of both sides reach the join in the micro-batch that closes it.
 
+An interval join (intervaljoin.py: two tables joined on a key and bounded event times) reads
+each side with a watermark on its time column and keeps the ON as written; window SEMI / ANTI
+joins (semijoin.py: IN / EXISTS / NOT EXISTS over a second TVF) become window joins first.
+
 A window Top-N (topn.py: ROW_NUMBER, RANK or DENSE_RANK over the rows of a TVF, filtered by
 the rank) becomes a window aggregate too: it groups the rows by ``__w`` (and the PARTITION BY
 keys), collects and sorts them, and unnests the top ones. Over a window aggregate, that

@@ -15,11 +15,13 @@ from .analysis import WindowSpec, analyse_tvf, classify, table_key
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .groupwin import rewrite_group_windows
+from .intervaljoin import interval_joins, refuse_as_upsert, rewrite_interval_joins
 from .intervals import parse_duration
 from .joins import window_joins
 from .refused import refuse_constant_relations, refuse_wall_clock
 from .retract import rewrite_retractions
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
+from .semijoin import rewrite_window_subqueries
 from .state import (
     BATCH_INPUT,
     MERGED_INPUT,
@@ -316,6 +318,7 @@ def compile_query(
     refuse_wall_clock(tree)
     refuse_constant_relations(tree)
     rewrite_group_windows(tree)
+    rewrite_window_subqueries(tree)
     rewrite_retractions(tree, changelogs, materialization)
     inline_ranked_ctes(tree)
     topns = window_topns(tree)
@@ -326,6 +329,9 @@ def compile_query(
     tvfs.sort(key=lambda t: t.this.meta.get("start", 0))
     specs = [analyse_tvf(tvf, schemas) for tvf in tvfs]
     joins = window_joins(tree, tvfs, specs)
+    bounded = interval_joins(tree, schemas, dimensions, {id(j.scope) for j in joins})
+    if materialization == UPSERT_TABLE:
+        refuse_as_upsert(bounded)
     cls = classify(tree, tvfs, {id(j.scope) for j in joins})
     if materialization == STREAMING_VIEW:
         if cls.kind == "updating":
@@ -338,22 +344,30 @@ def compile_query(
                 "window TVF grouped by window_start and window_end.",
                 node,
             )
-    check_joins(tree, {id(j.scope) for j in joins}, dimensions)
+    check_joins(tree, {id(j.scope) for j in joins} | {id(j.scope) for j in bounded}, dimensions)
     upsert = (
         analyse_upsert(tree, cls, found, topns, unique_key, emit_early)
         if materialization == UPSERT_TABLE
         else None
     )
     windowed = cls.window_aggregates or topns or joins or any(t.function == "SESSION" for t in tvfs)
-    if ((cls.aggregating or topns) if upsert is None else windowed) and delay_us is None:
+    if ((cls.aggregating or topns or bounded) if upsert is None else windowed) and delay_us is None:
         raise SqlError(
             "SSV105",
-            "windowed query (window aggregate, Top-N, join or SESSION) without a watermark delay",
-            "a window is complete, emitted finally and dropped from state when the watermark "
-            "passes its end, so the stream needs to know how late rows may arrive",
+            "windowed query (window aggregate, Top-N, join or SESSION) without a watermark delay"
+            if not bounded
+            else "interval join without a watermark delay",
+            (
+                "a window is complete, emitted finally and dropped from state when the watermark "
+                "passes its end, so the stream needs to know how late rows may arrive"
+                if not bounded
+                else "a joined row is kept in state until the watermark passes its time bound, "
+                "so the stream needs to know how late rows may arrive"
+            ),
             "Set watermark_delay in the model config (e.g. watermark_delay='1 minute').",
             next(iter(cls.window_aggregates.values()), tree).args.get("group")
-            or (topns[0].window if topns else None),
+            or (topns[0].window if topns else None)
+            or (bounded[0].join if bounded else None),
         )
     for dedup in found:
         if dedup.limit == 1:
@@ -362,6 +376,9 @@ def compile_query(
     rewrite_tvfs(
         tvfs, specs, cls.window_aggregates, schemas, delay_us, {id(t.tvf): t for t in topns}, joins
     )
+    if bounded:
+        assert delay_us is not None  # SSV105 above
+        rewrite_interval_joins(bounded, schemas, delay_us)
     ranked: Optional[exp.Expr] = None
     if found and found[0].limit != 1:  # a Top-N (analyse_upsert refused a dedup without limit)
         assert upsert is not None

@@ -43,6 +43,7 @@ JOIN_TYPES = {
     ("RIGHT", "OUTER"): "RIGHT",
     ("FULL", ""): "FULL",
     ("FULL", "OUTER"): "FULL",
+    ("LEFT", "SEMI"): "SEMI",  # a window SEMI join (semijoin.py: IN / EXISTS)
 }
 _SIZE_NAMES = {"tumble": ("size",), "hop": ("slide", "size"), "cumulate": ("step", "max size")}
 
@@ -245,8 +246,10 @@ def _window_join(scope: exp.Select, specs: Mapping[int, WindowSpec]) -> Optional
         label += " ... USING" if join.args.get("using") else ""
         raise _unsupported(
             f"{label.strip()} is not supported in a window join",
-            "window joins can be INNER, LEFT, RIGHT or FULL OUTER joins with an ON clause",
-            "Use [INNER | LEFT | RIGHT | FULL] JOIN ... ON ....",
+            "window joins can be INNER, LEFT, RIGHT, FULL OUTER or LEFT SEMI joins with an ON "
+            "clause (Spark cannot run a streaming anti join)",
+            "Use [INNER | LEFT | RIGHT | FULL | LEFT SEMI] JOIN ... ON ...; for an anti join, "
+            "WHERE NOT EXISTS (SELECT * FROM <window TVF> R WHERE <the ON>).",
             join,
         )
     left, right = sides

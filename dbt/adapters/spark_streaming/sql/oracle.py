@@ -20,6 +20,17 @@ Spark 4.3 and pinned by tests/functional/test_window_join.py:
   watermark reaches its window end (``__w.end <= watermark``), or at once when it fails the ON
   conjuncts that name only its own side (Spark's pre-join filter: it can never match).
 
+An interval join (sql/intervaljoin.py: two tables joined on a key and bounded event times),
+found by experiment on Spark 4.3 and pinned by tests/functional/test_interval_join.py:
+
+- a side's input row is dropped when its time is <= the watermark of the micro-batch that
+  reads it;
+- a matched pair is emitted in the micro-batch that reads its second row;
+- an unmatched row of an outer join's preserved side is emitted with NULLs when it leaves the
+  join's state: its time is <= the side's state threshold at the last batch's watermark
+  (``intervaljoin.state_threshold_us``), or at once when it fails the ON conjuncts that name
+  only its own side.
+
 Stateless queries (projections and filters of TVF rows) drop nothing: every row read is
 emitted. So the oracle is the model's own rewritten query, in which each window aggregate's
 windowed input is filtered with ``__w.end > <the row's batch watermark>`` (a column the
@@ -36,10 +47,12 @@ from typing import Iterator, List, Tuple
 
 from sqlglot import exp
 
+from .intervaljoin import IntervalJoin, rewritten_interval_joins, state_threshold_us
 from .joins import conjuncts
 from .rewrite import WINDOW_STRUCT
 
 LATE_COLUMN = "__dss_late_wm"
+PRESENT = "__dss_present"  # an interval join side's marker: the row is from that side
 
 
 def _is_window_struct(node: exp.Expr) -> bool:
@@ -124,8 +137,8 @@ def _join_emitted(
 ) -> None:
     """Keep the rows of an outer window join that Spark has emitted (see module docstring)."""
     side = join.side.upper()
-    if side not in ("LEFT", "RIGHT", "FULL"):
-        return
+    if side not in ("LEFT", "RIGHT", "FULL") or join.kind.upper() == "SEMI":
+        return  # inner and semi joins emit their rows at once
     present = {
         a: exp.Not(this=exp.Is(this=exp.column(WINDOW_STRUCT, table=a), expression=exp.Null()))
         for a in (left, right)
@@ -163,6 +176,8 @@ def emitted(tree: exp.Expr, watermark_us: int, closed: bool = True) -> exp.Expr:
             _drop_late(derived)
         if closed:
             _join_emitted(scope, join, left, right, watermark_us)
+    for bounded in rewritten_interval_joins(tree):
+        _interval_emitted(bounded, watermark_us, closed)
     for scope, derived in aggregates:
         _drop_late(derived)
         if not closed:
@@ -173,6 +188,42 @@ def emitted(tree: exp.Expr, watermark_us: int, closed: bool = True) -> exp.Expr:
         having = scope.args.get("having")
         scope.set("having", exp.Having(this=exp.and_(having.this, done) if having else done))
     return tree
+
+
+def _not_late(time: str) -> exp.Expr:
+    late = exp.LTE(this=exp.column(time), expression=exp.column(LATE_COLUMN))
+    return exp.Not(this=exp.Coalesce(this=late, expressions=[exp.false()]))
+
+
+def _interval_emitted(join: IntervalJoin, watermark_us: int, closed: bool) -> None:
+    """Keep the rows of an interval join that Spark has emitted (see module docstring): drop
+    late input rows, mark each side's rows, and keep an outer join's unmatched rows that left
+    the state (or failed their own side's conditions)."""
+    nodes = (join.scope.args["from_"].this, join.join.this)
+    for node, time in zip(nodes, join.times, strict=True):
+        body = node.this
+        body.set("expressions", [*body.expressions, exp.alias_(exp.true(), PRESENT)])
+        body.where(_not_late(time), copy=False)
+    preserved = {"LEFT": (0,), "RIGHT": (1,), "FULL": (0, 1)}.get(join.kind, ())
+    if not closed or not preserved:
+        return
+    present = [exp.column(PRESENT, table=exp.to_identifier(a)) for a in join.aliases]
+    terms: List[exp.Expr] = [exp.and_(present[0].copy(), present[1].copy())]
+    on = conjuncts(join.join.args.get("on"))
+    for side in preserved:
+        alias, time = join.aliases[side], join.times[side]
+        threshold = _micros(state_threshold_us(watermark_us, join.bounds[side]))
+        left_state = exp.LTE(
+            this=exp.column(time, table=exp.to_identifier(alias)), expression=threshold
+        )
+        gone: exp.Expr = exp.Coalesce(this=left_state, expressions=[exp.false()])
+        own = [c.copy() for c in on if _side_only(c, alias)]
+        if own:
+            passes = exp.Coalesce(this=exp.and_(*own), expressions=[exp.false()])
+            gone = exp.or_(gone, exp.Not(this=exp.Paren(this=passes)))
+        terms.append(exp.and_(present[side].copy(), exp.Paren(this=gone)))
+    closed_rows = exp.Paren(this=exp.or_(*terms))
+    join.scope.where(closed_rows, copy=False)
 
 
 def _join_inputs(
@@ -206,6 +257,17 @@ def late_rows(tree: exp.Expr) -> List[exp.Select]:
     inputs = [derived for _, derived in aggregates]
     for scope, join, _, _ in window_joins(tree):
         inputs += _join_inputs(scope, join, aggregates)
+    for bounded in rewritten_interval_joins(tree):
+        sides = (bounded.scope.args["from_"].this, bounded.join.this)
+        for node, time in zip(sides, bounded.times, strict=True):
+            queries.append(
+                exp.select(
+                    exp.Star(except_=[exp.column(LATE_COLUMN)]),
+                    exp.alias_(exp.column(LATE_COLUMN), "batch_watermark"),
+                )
+                .from_(exp.Subquery(this=node.this.copy()))
+                .where(exp.LTE(this=exp.column(time), expression=exp.column(LATE_COLUMN)))
+            )
     for derived in inputs:
         inner = derived.this.copy()
         star = exp.Star(except_=[exp.column(WINDOW_STRUCT), exp.column(LATE_COLUMN)])

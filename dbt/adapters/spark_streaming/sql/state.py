@@ -10,8 +10,9 @@ the watermark passes its end: bounded. Two other shapes grow forever with their 
 
 Such a query is refused (SSV150, naming the key) unless every GROUP BY key is declared in
 ``constant_domain`` (its values are a fixed set, so the state is bounded) or ``state_ttl``
-is set. A join of streams without a window cannot be bounded by either (SSV150): use a
-window join, or join a table (config ``dimensions``).
+is set. A join of streams without a window or time bound cannot be bounded by either (SSV150):
+use an interval join (sql/intervaljoin.py), a window join, or join a table (config
+``dimensions``).
 
 **Partials** (``split_aggregate``). With ``state_ttl`` a non-window aggregate keeps no Spark
 state: the stream only projects each row's group keys and aggregate arguments, and each
@@ -93,7 +94,7 @@ def _stream_inputs(tree: exp.Expr, dimensions: Sequence[str]) -> List[exp.Table]
 
 
 def check_joins(tree: exp.Expr, window_join_scopes: Set[int], dimensions: Sequence[str]) -> None:
-    """SSV150 on a join of two streams that is not a window join (unbounded join state);
+    """SSV150 on a join of two streams that is not a window or interval join (unbounded state);
     SSC201 if config ``dimensions`` names a relation the query does not read."""
     read = [table_key(t) for t in _stream_inputs(tree, ())]
     unknown = [
@@ -115,12 +116,14 @@ def check_joins(tree: exp.Expr, window_join_scopes: Set[int], dimensions: Sequen
             continue
         raise SqlError(
             "SSV150",
-            "a join of two streams without a window keeps unbounded state",
+            "a join of two streams without a time bound keeps unbounded state",
             "Spark keeps every row of both sides forever, waiting for matches (state_ttl does not "
             "apply to joins)",
-            "Join on a window (both sides TABLE(TUMBLE(...)), ON both window_start and "
-            "window_end), or list the side that is a table in config `dimensions` (joined at each "
-            "batch, no state).",
+            "Bound the event times of the two tables in the ON (an interval join, each side a "
+            "table read directly: ON o.id = s.order_id AND s.ts BETWEEN o.ts AND o.ts + "
+            "INTERVAL '1' HOUR), join on a window (both sides TABLE(TUMBLE(...)), ON both "
+            "window_start and window_end), or list the side that is a table in config "
+            "`dimensions` (joined at each batch, no state).",
             join,
         )
 
