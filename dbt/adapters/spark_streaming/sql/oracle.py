@@ -37,7 +37,7 @@ from typing import Iterator, List, Tuple
 from sqlglot import exp
 
 from .joins import conjuncts
-from .rewrite import WINDOW_STRUCT
+from .rewrite import WINDOW_STRUCT, window_start_of
 
 LATE_COLUMN = "__dss_late_wm"
 
@@ -212,7 +212,7 @@ def late_rows(tree: exp.Expr) -> List[exp.Select]:
         queries.append(
             exp.select(
                 star,
-                exp.alias_(exp.column("start", table=WINDOW_STRUCT), "window_start"),
+                exp.alias_(window_start_of(derived.this), "window_start"),
                 exp.alias_(_window_end(), "window_end"),
                 exp.alias_(exp.column(LATE_COLUMN), "batch_watermark"),
             )
