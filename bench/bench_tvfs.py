@@ -9,7 +9,8 @@ ratio to the TUMBLE aggregate, medians of the repeats (models in alternating ord
 State: the same models then follow the stream version by version (one `dbt run` per
 appended version) and print Spark's state-store rows after each run (`state_rows` in
 run_results.json): window-bounded operators keep a flat state, as the watermark closes and
-evicts windows (CUMULATE: at most one max-size window of partial aggregates per key).
+evicts windows (CUMULATE: each cumulative window at its own end, so at most max size / step
+open windows of partial aggregates per key).
 
 Run (from the repo root, with the project venv):
   .venv/bin/python bench/bench_tvfs.py [--events 2000000] [--versions 20] [--repeat 3] [--with-join]

@@ -252,8 +252,8 @@ SELECT = (
 )
 # Per model: its query and, given a result row (l_num, r_num, id, window_start, window_end) and
 # the watermark, whether the stream has emitted it: matched pairs at once; unmatched rows when
-# the watermark reaches the end of Spark's window (CUMULATE: the max window, window_start + 4
-# minutes) or, for a row failing a condition on its own side only, at once.
+# the watermark reaches the window's end or, for a row failing a condition on its own side
+# only, at once.
 T2 = "INTERVAL '2' MINUTES"
 H13 = "INTERVAL '1' MINUTES, INTERVAL '3' MINUTES"
 C14 = "INTERVAL '1' MINUTES, INTERVAL '4' MINUTES"
@@ -273,7 +273,7 @@ JOIN_MODELS = {
         f"{SELECT} FROM (SELECT * FROM {SIDE.format(tvf='CUMULATE', t=LT, sizes=C14)}) L "
         f"FULL OUTER JOIN (SELECT * FROM {SIDE.format(tvf='CUMULATE', t=RT, sizes=C14)}) R "
         f"{ON} AND L.num <= R.num + 50",
-        lambda r, wm: (r[0] is not None and r[1] is not None) or r[3] + timedelta(minutes=4) <= wm,
+        lambda r, wm: (r[0] is not None and r[1] is not None) or r[4] <= wm,
     ),
 }
 EPOCH = datetime(2020, 4, 15, 8, 0, tzinfo=timezone.utc)
@@ -493,16 +493,16 @@ class TestWindowAggregatesJoin:
         run_dbt(["test"])
 
 
-# Per model: its query and the end of Spark's window of a result row (CUMULATE: the max window).
+# Per model: its query and the end of the window of a result row.
 AGG_JOIN_MODELS = {
     "inner_tumble_aggs": (aggregates_join("TUMBLE", T2, "INNER"), lambda r: r[3]),
-    "left_cumulate_aggs": (aggregates_join("CUMULATE", C14), lambda r: r[2] + timedelta(minutes=4)),
+    "left_cumulate_aggs": (aggregates_join("CUMULATE", C14), lambda r: r[3]),
     "full_hop_aggs": (aggregates_join("HOP", H13, "FULL"), lambda r: r[3]),
     # FLIP-145's example whole: the Top-3 over the LEFT join of CUMULATE aggregates, as a CTE;
     # and a Top-2 over an INNER join of TUMBLE aggregates, as a subquery.
     "top3_cumulate_cte": (
         top_n(aggregates_join("CUMULATE", C14), 3, cte=True),
-        lambda r: r[2] + timedelta(minutes=4),
+        lambda r: r[3],
     ),
     "top2_tumble_subquery": (
         top_n(aggregates_join("TUMBLE", T2, "INNER"), 2, cte=False),
@@ -628,7 +628,7 @@ class TestFlip145CumulativeExample:
             table_path(project, "orders"),
             table_path(project, "item_top3_cumulate_10min"),
         )
-        emitted = []
+        emitted, early = [], []
         for events in hourly_orders(5):
             append_orders(orders, events)
             results = run_dbt(["run"])
@@ -637,11 +637,13 @@ class TestFlip145CumulativeExample:
                 commits(path)[-1]["watermark_ms"] / 1000, timezone.utc
             )
             everything = order_batch_rows(project, FLIP145_EXAMPLE, "2 minutes")
-            # All six cumulative windows of an hour are emitted together, when the hour closes.
-            expected = [r for r in everything if r[2] + timedelta(hours=1) <= watermark]
+            # Each cumulative window is emitted when the watermark passes its own end.
+            expected = [r for r in everything if r[3] <= watermark]
             assert rows(path) == by_str(expected)
             assert len(run_dbt(["test"])) == 1
             emitted.append(len(expected))
-        # Each run closed one more hour (6 cumulative windows x 3 rows); the last one is open.
-        assert emitted == [18, 36, 54], emitted
+            early.append(sum(r[2] + timedelta(hours=1) > watermark for r in expected))
+        # Top-3 rows of the closed 10-minute steps (watermarks ~9:08, ~10:18, ~11:28), and those
+        # of steps of the hour still open: 10:10 in run 2, 11:10 and 11:20 in run 3.
+        assert (emitted, early) == ([18, 39, 60], [0, 3, 6]), (emitted, early)
         assert {r[-1] for r in rows(path)} == {1, 2, 3}

@@ -50,7 +50,7 @@ MODELS = {
     "cumulate_last": (
         f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
         f"ORDER BY ts DESC) AS rownum FROM TABLE({CUMULATE})) WHERE rownum < 2",
-        lambda r, wm: r[3] + timedelta(minutes=10) <= wm,
+        lambda r, wm: r[4] <= wm,
     ),
 }
 
@@ -275,7 +275,7 @@ RANKED = {
         "FROM (SELECT *, DENSE_RANK() OVER (PARTITION BY "
         f"window_start, window_end ORDER BY n) AS rownum FROM ({AGG.format(CUMULATE)})) "
         "WHERE rownum <= 1",
-        lambda r, wm: r[0] + timedelta(minutes=10) <= wm,
+        lambda r, wm: r[1] <= wm,
     ),
     "tumble_rank": (
         "SELECT * FROM (SELECT *, RANK() OVER "

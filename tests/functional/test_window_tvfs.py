@@ -31,15 +31,14 @@ CUMULATE = (
     "INTERVAL '-3' MINUTES)"
 )
 # Per model: the query (EV is the source) and which rows the stream has emitted, given the
-# watermark. A CUMULATE window is emitted with all the others of its max window, when
-# window_start + max size (the end of Spark's window struct) <= the watermark; a session
+# watermark: a CUMULATE window (each step of a max window on its own) or a session
 # (aggregated, or its rows) when its end <= the watermark. (CUMULATE rows, a projection like
 # TUMBLE rows, are checked in batch by test_tvf_semantics.py; left out here to save time.)
 MODELS = {
     "cumulate_agg": (
         f"SELECT window_start, window_end, window_time, k, SUM(v) AS total, COUNT(*) AS n "
         f"FROM TABLE({CUMULATE}) GROUP BY window_start, window_end, k",
-        lambda r, wm: r[0] + timedelta(minutes=10) <= wm,
+        lambda r, wm: r[1] <= wm,
     ),
     "session_agg": (
         f"SELECT k, window_start, window_end, SUM(v) AS total, COUNT(*) AS n FROM TABLE(SESSION("
@@ -153,3 +152,64 @@ def check_runs(project, models: dict, seed: int) -> dict:
     assert all(0 < a[0] < b[0] < c[0] for a, b, c in emitted.values()), emitted
     assert all(n[-1][0] < n[-1][1] for n in emitted.values()), emitted
     return {name: rows(table_path(project, name)) for name in models}
+
+
+# A daily total refreshed every 30 minutes (FLIP-145's use of CUMULATE): each cumulative window
+# is emitted when the watermark passes its own end, not with the day.
+DAILY = (
+    "SELECT window_start, window_end, SUM(v) AS total, COUNT(*) AS n FROM TABLE(CUMULATE("
+    f"TABLE {EV}, DESCRIPTOR(ts), INTERVAL '30' MINUTES, INTERVAL '1' DAY)) "
+    "GROUP BY window_start, window_end"
+)
+DAILY_MODELS = {
+    "daily_view": "{{ config(materialized='streaming_view', watermark_delay='1 minute') }}\n",
+    "daily_upsert": "{{ config(materialized='upsert_table', watermark_delay='1 minute') }}\n",
+}
+
+
+def at(hhmm: str) -> datetime:
+    return EPOCH.replace(hour=int(hhmm[:2]), minute=int(hhmm[3:]))
+
+
+class TestCumulateEmitsEachStep:
+    @pytest.fixture(scope="class")
+    def models(self):
+        tests = "models:\n" + "".join(
+            f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in DAILY_MODELS
+        )
+        return {
+            "sources.yml": SOURCES,
+            "tests.yml": tests,
+            **{f"{name}.sql": config + DAILY for name, config in DAILY_MODELS.items()},
+        }
+
+    def test_each_step_is_emitted_at_its_end(self, project):
+        source = table_path(project, "ev")
+        day = EPOCH.replace(hour=0)
+
+        def window(end: str, total: int, n: int) -> tuple:
+            return (day, at(end), total, n)
+
+        # Watermark 01:09, long before the day ends: [0:00, 0:30) and [0:00, 1:00) are final.
+        append(source, [(at(t), "a", v) for t, v in [("00:05", 1), ("00:20", 2), ("00:40", 4)]])
+        append(source, [(at("01:10"), "a", 8)])
+        first = [window("00:30", 3, 2), window("01:00", 7, 3)]
+        results = run_dbt(["run"])
+        assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
+            n: 0 for n in DAILY_MODELS
+        }
+        for name in DAILY_MODELS:
+            assert rows(table_path(project, name)) == first, name
+        assert len(run_dbt(["test"])) == len(DAILY_MODELS)
+
+        # Watermark 02:04: [0:00, 1:30) and [0:00, 2:00) follow. The row at 0:50 came after
+        # [0:00, 1:00) closed: Spark drops it from that window only, and counts it as late.
+        append(source, [(at(t), "a", v) for t, v in [("01:40", 16), ("00:50", 32), ("02:05", 64)]])
+        results = run_dbt(["run"])
+        assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
+            n: 1 for n in DAILY_MODELS
+        }
+        later = [window("01:30", 47, 5), window("02:00", 63, 6)]
+        for name in DAILY_MODELS:
+            assert rows(table_path(project, name)) == first + later, name
+        assert len(run_dbt(["test"])) == len(DAILY_MODELS)

@@ -323,17 +323,38 @@ def test_sources_in_order_of_appearance_without_ctes():
     assert plan.sources == ("s.z", "s.y", "x")
 
 
-# CUMULATE: the max-size tumbling window __w plus a step index __k per cumulative window.
+# CUMULATE: Spark's sliding window of the max size and the step (__v), kept when it starts at
+# or before the row's max window start, as __w: its end is the cumulative window's end.
 CUM = (
     "TABLE(CUMULATE(TABLE analytics.bids, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL "
     "'10' MINUTES))"
 )
-K = "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime), 600000000) DIV 120000000 + 1, 5)) AS __k"
-CUM_INNER = f"(SELECT *, {W10}, {K} FROM analytics.bids {WM})"
-CUM_END = "__w.start + __k * INTERVAL '120' SECONDS"
+
+
+def cum_inner(
+    size: int = 600, step: int = 120, offset: int = 0, ts: str = "bidtime", table: str = "bids"
+) -> str:
+    """The windowed input of a CUMULATE (sizes in seconds)."""
+    into = f"UNIX_MICROS({ts})" + (f" - {offset % size * 10**6}" if offset % size else "")
+    return (
+        f"(SELECT * EXCEPT (__v), __v AS __w FROM (SELECT *, WINDOW({ts}, '{size} seconds', "
+        f"'{step} seconds', '{offset % step} seconds') AS __v FROM analytics.{table} "
+        f"WATERMARK {ts} DELAY OF INTERVAL '60' SECONDS) "
+        f"WHERE __v.start <= {ts} - PMOD({into}, {size * 10**6}) * INTERVAL '1' MICROSECOND)"
+    )
+
+
+def cum_start(size: int = 600, offset: int = 0) -> str:
+    off = offset % size * 10**6
+    into = f"{off} - UNIX_MICROS(__w.start)" if off else "-UNIX_MICROS(__w.start)"
+    return f"__w.start + PMOD({into}, {size * 10**6}) * INTERVAL '1' MICROSECOND"
+
+
+CUM_INNER = cum_inner()
+CUM_START = cum_start()
 CUM_WINDOWS = (
-    f"__w.start AS window_start, {CUM_END} AS window_end, "
-    f"{CUM_END} - INTERVAL '1' MILLISECOND AS window_time"
+    f"{CUM_START} AS window_start, __w.end AS window_end, "
+    "__w.end - INTERVAL '1' MILLISECOND AS window_time"
 )
 # SESSION: Spark's session_window; without PARTITION BY a constant key __p.
 SES = (
@@ -349,8 +370,8 @@ SES_WINDOWS = (
 CUMULATE_SESSION_REWRITES = [
     pytest.param(
         f"SELECT window_start, window_end, SUM(price) FROM {CUM} GROUP BY window_start, window_end",
-        f"SELECT __w.start AS window_start, {CUM_END} AS window_end, SUM(price) FROM {CUM_INNER} "
-        "AS bids GROUP BY __w, __k",
+        f"SELECT {CUM_START} AS window_start, __w.end AS window_end, SUM(price) FROM {CUM_INNER} "
+        "AS bids GROUP BY __w",
         id="flip145-cumulate-aggregate",
     ),
     pytest.param(
@@ -362,31 +383,26 @@ CUMULATE_SESSION_REWRITES = [
         f"SELECT c.item, window_time, COUNT(*) AS n FROM {CUM} AS c WHERE window_end > "
         "'2020-04-15' GROUP BY c.item, c.window_end, window_start, window_time HAVING "
         "MAX(window_end) > '2020-04-15'",
-        f"SELECT c.item, {CUM_END} - INTERVAL '1' MILLISECOND AS window_time, COUNT(*) AS n FROM "
-        f"{CUM_INNER} AS c WHERE ({CUM_END}) > '2020-04-15' GROUP BY c.item, __w, __k HAVING "
-        f"MAX(({CUM_END})) > '2020-04-15'",
+        "SELECT c.item, __w.end - INTERVAL '1' MILLISECOND AS window_time, COUNT(*) AS n FROM "
+        f"{CUM_INNER} AS c WHERE __w.end > '2020-04-15' GROUP BY c.item, __w HAVING "
+        "MAX(__w.end) > '2020-04-15'",
         id="cumulate-window-columns-in-expressions",
     ),
     pytest.param(
         "SELECT window_start, window_end, COUNT(*) FROM TABLE(CUMULATE(TABLE analytics.bids, "
         "DESCRIPTOR(bidtime), INTERVAL '1' HOUR, INTERVAL '1' DAY, INTERVAL '-2' HOURS)) GROUP BY "
         "window_start, window_end",
-        "SELECT __w.start AS window_start, __w.start + __k * INTERVAL '3600' SECONDS AS "
-        "window_end, COUNT(*) FROM (SELECT *, WINDOW(bidtime, '86400 seconds', '86400 seconds', "
-        "'-7200 seconds') AS __w, EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime) - 79200000000, "
-        f"86400000000) DIV 3600000000 + 1, 24)) AS __k FROM analytics.bids {WM}) AS bids "
-        "GROUP BY __w, __k",
+        f"SELECT {cum_start(86400, -7200)} AS window_start, __w.end AS window_end, COUNT(*) "
+        f"FROM {cum_inner(86400, 3600, -7200)} AS bids GROUP BY __w",
         id="cumulate-daily-negative-offset",
     ),
     pytest.param(
         "SELECT window_start, window_end, COUNT(*) FROM TABLE(CUMULATE(TABLE analytics.bids, "
-        "DESCRIPTOR(bidtime), INTERVAL '1500' MILLISECONDS, INTERVAL '90' SECOND, INTERVAL '1' "
+        "DESCRIPTOR(bidtime), INTERVAL '90' SECONDS, INTERVAL '90' MINUTE, INTERVAL '100' "
         "SECOND)) GROUP BY window_start, window_end",
-        "SELECT __w.start AS window_start, __w.start + __k * INTERVAL '1500' MILLISECONDS AS "
-        "window_end, COUNT(*) FROM (SELECT *, WINDOW(bidtime, '90 seconds', '90 seconds', "
-        "'1 seconds') AS __w, EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(bidtime) - 1000000, 90000000) DIV "
-        f"1500000 + 1, 60)) AS __k FROM analytics.bids {WM}) AS bids GROUP BY __w, __k",
-        id="cumulate-millisecond-step-positive-offset",
+        f"SELECT {cum_start(5400, 100)} AS window_start, __w.end AS window_end, COUNT(*) "
+        f"FROM {cum_inner(5400, 90, 100)} AS bids GROUP BY __w",
+        id="cumulate-offset-beyond-the-step",
     ),
     pytest.param(
         f"SELECT window_start, window_end, item, SUM(price) AS total FROM {SES} GROUP BY item, "
@@ -515,7 +531,9 @@ def test_cumulate_offset(offset, us, normalized, named):
         )
     )
     assert plan.windows[0].offset_us == us
-    assert f"'600 seconds', '600 seconds', '{us // 1_000_000} seconds') AS __w" in plan.spark_sql
+    # Spark's sliding windows are aligned on the step grid: the offset modulo the step.
+    in_step = us % (2 * MIN) // 1_000_000
+    assert f"'600 seconds', '120 seconds', '{in_step} seconds') AS __v" in plan.spark_sql
     assert (
         f"PMOD(UNIX_MICROS(bidtime){' ' + normalized if normalized else ''}, 600000000)"
         in plan.spark_sql
@@ -681,8 +699,8 @@ def test_window_topn_hop_and_cumulate():
             partition="window_end, window_start, item",
         )
     ).spark_sql
-    assert "SELECT __w, __k, SLICE(" in cum and "GROUP BY __w, __k, item)" in cum
-    assert "__w.start + __k * INTERVAL '120' SECONDS AS window_end" in cum
+    assert "SELECT __w, SLICE(" in cum and "GROUP BY __w, item)" in cum
+    assert f"{CUM_START} AS window_start, __w.end AS window_end" in cum
 
 
 def test_window_topn_is_found_by_the_oracle():
@@ -758,7 +776,7 @@ def test_window_topn_over_window_aggregate_rewrite():
 
 def test_window_topn_over_window_aggregate_variants():
     """Aliased, qualified and renamed window bounds, explicit columns, a filter between the
-    aggregates, CUMULATE (ranked per cumulative window: __w and __k) and partition keys."""
+    aggregates, CUMULATE (ranked per cumulative window: its __w) and partition keys."""
     agg = (
         "SELECT t.window_start AS ws, window_end, supplier_id, item, SUM(price) AS total FROM "
         "TABLE(CUMULATE(TABLE analytics.bid, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL "
@@ -771,10 +789,10 @@ def test_window_topn_over_window_aggregate_variants():
     )
     plan = compile_query(sql, schemas=SUPPLIERS, watermark_delay="1 minute")
     out = plan.spark_sql
+    assert "GROUP BY __w, supplier_id, item) AS a WHERE total > 2 GROUP BY __w, item)" in out
     assert (
-        "GROUP BY __w, __k, supplier_id, item) AS a WHERE total > 2 GROUP BY __w, __k, item)" in out
+        "SUM(price) AS total, __w FROM (SELECT * EXCEPT (__v), __v AS __w FROM (SELECT *, " in out
     )
-    assert "SUM(price) AS total, __w, __k FROM (SELECT *, WINDOW(bidtime, '600 seconds'" in out
     assert (
         "STRUCT(__r.supplier_id AS supplier_id, __r.total AS total, __r.ws AS ws, "
         "ARRAY_MAX(FILTER(SLICE(__starts, 1, 2), __j -> __j <= __i + 1)) AS r)"
@@ -944,18 +962,13 @@ JOIN_REWRITES = [
         "DESCRIPTOR(row_time), INTERVAL '1' MINUTE, INTERVAL '4' MINUTES)) R ON L.id = R.id "
         f"AND {ON_BOUNDS}",
         "SELECT L.num, R.window_end FROM (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, "
-        "id, __w.start AS window_start, __w.start + __k * INTERVAL '60' SECONDS AS window_end, "
-        "__w.start + __k * INTERVAL '60' SECONDS - INTERVAL '1' MILLISECOND AS window_time, __w, "
-        "__k FROM (SELECT *, WINDOW(row_time, '240 seconds', '240 seconds', '0 seconds') AS __w, "
-        "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(row_time), 240000000) DIV 60000000 + 1, 4)) AS __k "
-        f"FROM analytics.lt {WM_J})) AS L JOIN (SELECT row_time + INTERVAL '0' SECOND AS row_time, "
-        "num, id, __w.start AS window_start, __w.start + __k * INTERVAL '60' SECONDS AS "
-        "window_end, __w.start + __k * INTERVAL '60' SECONDS - INTERVAL '1' MILLISECOND AS "
-        "window_time, __w, __k FROM (SELECT *, WINDOW(row_time, '240 seconds', '240 seconds', "
-        "'0 seconds') AS __w, EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(row_time), 240000000) DIV 60000000 "
-        f"+ 1, 4)) AS __k FROM analytics.rt {WM_J})) AS R ON L.id = R.id AND L.__w = R.__w AND "
-        "L.__k = R.__k",
-        id="cumulate-joins-on-step-index",
+        f"id, {cum_start(240)} AS window_start, __w.end AS window_end, __w.end - INTERVAL '1' "
+        f"MILLISECOND AS window_time, __w FROM {cum_inner(240, 60, 0, 'row_time', 'lt')}) AS L "
+        "JOIN (SELECT row_time + INTERVAL '0' SECOND AS row_time, num, id, "
+        f"{cum_start(240)} AS window_start, __w.end AS window_end, __w.end - INTERVAL '1' "
+        f"MILLISECOND AS window_time, __w FROM {cum_inner(240, 60, 0, 'row_time', 'rt')}) AS R "
+        "ON L.id = R.id AND L.__w = R.__w",
+        id="cumulate-joins-on-window",
     ),
 ]
 
@@ -994,7 +1007,7 @@ def test_window_self_join_reads_its_source_once():
     assert plan.sql_for({"analytics.lt": "v"}).count("FROM v WATERMARK") == 2
 
 
-# --- Window joins of window aggregates: each aggregate keeps __w (CUMULATE: and __k) as an
+# --- Window joins of window aggregates: each aggregate keeps __w as an
 # output column, and the join is on it. Spark chains the aggregates and the join in append mode.
 
 AGG_T5 = (
@@ -1044,30 +1057,26 @@ ORDER_SCHEMAS = {
         "user_id": "string",
     }
 }
-C1H = (
-    "(SELECT *, WINDOW(pay_time, '3600 seconds', '3600 seconds', '0 seconds') AS __w, "
-    "EXPLODE(SEQUENCE(PMOD(UNIX_MICROS(pay_time), 3600000000) DIV 600000000 + 1, 6)) AS __k "
-    "FROM analytics.orders WATERMARK pay_time DELAY OF INTERVAL '60' SECONDS) AS orders"
-)
-C1H_END = "__w.start + __k * INTERVAL '600' SECONDS"
+C1H = f"{cum_inner(3600, 600, 0, 'pay_time', 'orders')} AS orders"
+C1H_START = cum_start(3600)
 
 
 def test_rewrite_flip145_cumulate_aggregates_left_join():
     plan = compile_query(FLIP_VIEW, schemas=ORDER_SCHEMAS, watermark_delay="1 minute")
     assert plan.spark_sql == norm(
         "SELECT a.item_id, a.seller_id, a.window_start, a.window_end, a.sales, a.item_buyer_cnt, "
-        f"b.slr_buyer_cnt FROM (SELECT item_id, seller_id, __w.start AS window_start, {C1H_END} AS "
-        "window_end, SUM(price) AS sales, SIZE(COLLECT_SET(user_id)) AS item_buyer_cnt, __w, __k "
-        f"FROM {C1H} GROUP BY item_id, seller_id, __w, __k) AS a LEFT JOIN (SELECT seller_id, "
-        f"__w.start AS window_start, {C1H_END} AS window_end, SIZE(COLLECT_SET(user_id)) AS "
-        f"slr_buyer_cnt, __w, __k FROM {C1H} GROUP BY seller_id, __w, __k) AS b ON a.seller_id = "
-        "b.seller_id AND a.__w = b.__w AND a.__k = b.__k"
+        f"b.slr_buyer_cnt FROM (SELECT item_id, seller_id, {C1H_START} AS window_start, __w.end "
+        "AS window_end, SUM(price) AS sales, SIZE(COLLECT_SET(user_id)) AS item_buyer_cnt, __w "
+        f"FROM {C1H} GROUP BY item_id, seller_id, __w) AS a LEFT JOIN (SELECT seller_id, "
+        f"{C1H_START} AS window_start, __w.end AS window_end, SIZE(COLLECT_SET(user_id)) AS "
+        f"slr_buyer_cnt, __w FROM {C1H} GROUP BY seller_id, __w) AS b ON a.seller_id = "
+        "b.seller_id AND a.__w = b.__w"
     )
     assert plan.sources == ("analytics.orders",)
 
 
 # --- Window Top-N over a window join of window aggregates (FLIP-145's cumulative example,
-# whole): the join passes on its left side's __w, __k and the Top-N groups by them.
+# whole): the join passes on its left side's __w and the Top-N groups by it.
 
 FLIP_TOPN = (
     "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY "
@@ -1090,18 +1099,18 @@ def test_window_topn_over_window_join_cte_and_subquery():
     out = cte.spark_sql
     assert "WITH" not in out and cte.kind == "append"
     assert (
-        "b.slr_buyer_cnt, a.__w, a.__k FROM (SELECT item_id, seller_id, __w.start AS window_start"
+        f"b.slr_buyer_cnt, a.__w FROM (SELECT item_id, seller_id, {C1H_START} AS window_start"
         in out
     )
     assert out.endswith(
-        "ON a.seller_id = b.seller_id AND a.__w = b.__w AND a.__k = b.__k) AS trd_itm_ord_mm "
-        "GROUP BY __w, __k)) WHERE rownum <= 3"
+        "ON a.seller_id = b.seller_id AND a.__w = b.__w) AS trd_itm_ord_mm "
+        "GROUP BY __w)) WHERE rownum <= 3"
     )
     assert out.startswith(
         "SELECT * FROM (SELECT INLINE(TRANSFORM(__top, (__r, __i) -> STRUCT(__r.item_id AS "
         "item_id, __r.seller_id AS seller_id, __r.window_start AS window_start, __r.window_end AS "
         "window_end, __r.sales AS sales, __r.item_buyer_cnt AS item_buyer_cnt, __r.slr_buyer_cnt "
-        "AS slr_buyer_cnt, __i + 1 AS rownum))) FROM (SELECT __w, __k, SLICE(ARRAY_SORT("
+        "AS slr_buyer_cnt, __i + 1 AS rownum))) FROM (SELECT __w, SLICE(ARRAY_SORT("
     )
     # snapshot_equivalence: each aggregate drops late rows and keeps closed windows, once.
     emitted = cte.emitted_sql({"analytics.orders": "o"}, 0)
@@ -1117,10 +1126,7 @@ def test_window_topn_over_right_window_join_ranks_by_the_right_window():
     out = compile_query(
         FLIP_TOPN.format(src=f"({view})"), schemas=ORDER_SCHEMAS, watermark_delay="1 minute"
     ).spark_sql
-    assert (
-        "b.slr_buyer_cnt, b.__w, b.__k FROM" in out
-        and "GROUP BY __w, __k)) WHERE rownum <= 3" in out
-    )
+    assert "b.slr_buyer_cnt, b.__w FROM" in out and "GROUP BY __w)) WHERE rownum <= 3" in out
 
 
 def test_window_topn_over_cte_of_window_aggregate_is_inlined():

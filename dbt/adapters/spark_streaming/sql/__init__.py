@@ -24,19 +24,20 @@ become ``__w.start`` / ``__w.end`` / ``__w.end - INTERVAL 1 MILLISECOND``. A TVF
 aggregated is wrapped once more so it exposes exactly the input's columns plus
 ``window_start``, ``window_end`` and ``window_time`` (as in Flink), hiding ``__w``.
 
-CUMULATE has no Spark built-in. ``__w`` is its max-size tumbling window, and a generator
-adds ``__k``, one row per cumulative window holding the row (``window_end = __w.start + __k *
-step``); its aggregates group by ``__w, __k``, so the watermark closes all cumulative windows
-of a max window together, at ``__w.end``. SESSION uses ``session_window(ts, gap)`` as ``__w``
-and groups by it plus the PARTITION BY keys (a constant ``__p`` without them: Spark refuses a
+CUMULATE has no Spark built-in. Each cumulative window [S, S + k * step) is keyed by the Spark
+sliding window (max size, step) that ends with it; a row's sliding windows that start after its
+max window start S are filtered out, and ``window_start`` is S, computed from ``__w``. So its
+aggregates group by ``__w`` like any other, and the watermark closes each cumulative window at
+its own end (rewrite._windowed_input). SESSION uses ``session_window(ts, gap)`` as ``__w`` and
+groups by it plus the PARTITION BY keys (a constant ``__p`` without them: Spark refuses a
 streaming session aggregate with no other key). SESSION rows without an aggregate come from a
 session aggregate that collects each session's rows and unnests them (INLINE).
 
 A window join (two TVFs of the same kind and sizes, joined on both window bounds; joins.py)
 gives each side its window struct ``__w`` and joins on ``L.__w = R.__w`` instead of the bounds,
 so Spark's stream-stream join keeps each side's rows until the watermark passes ``__w.end``.
-The sides may instead both be window aggregates of such TVFs: each also projects ``__w`` (and
-``__k``) and the join is on it; Spark chains aggregates and join in append mode, and a
+The sides may instead both be window aggregates of such TVFs: each also projects ``__w`` and
+the join is on it; Spark chains aggregates and join in append mode, and a
 window's rows of both sides reach the join in the micro-batch that closes it.
 
 An interval join (intervaljoin.py: two tables joined on a key and bounded event times) reads
@@ -50,7 +51,7 @@ aggregate also projects ``__w`` and the Top-N groups its rows by it: Spark chain
 stateful operators in append mode, the second emitting a window in the micro-batch in which
 the first closes it. Over an INNER / LEFT / RIGHT window join of window aggregates (in a
 subquery, or a CTE used only there, inlined), the join projects its left (RIGHT: right) side's
-``__w`` [, ``__k``] and the Top-N groups by them: aggregate -> join -> aggregate, FLIP-145's
+``__w`` and the Top-N groups by it: aggregate -> join -> aggregate, FLIP-145's
 cumulative example.
 
 Contract for other modules (sql/oracle.py): every windowed derived table projects Spark's

@@ -11,6 +11,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from . import oracle
+from .ambiguous import refuse_ambiguous_columns
 from .analysis import WindowSpec, analyse_tvf, classify, table_key
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
@@ -315,6 +316,7 @@ def compile_query(
         "state_ttl", state_ttl, "SSV152", minimum_us=1, example="'7 days'"
     )
     tree = _parse(sql)
+    refuse_ambiguous_columns(tree, schemas)
     refuse_wall_clock(tree)
     refuse_constant_relations(tree)
     rewrite_group_windows(tree)

@@ -11,10 +11,10 @@ TVFs (subqueries grouping by both window bounds, FLIP-145's cumulative example):
 
 Both TVFs must be the same kind with the same sizes and offset (SSV122), and the ON must equate
 both window bounds (SSV107). The rewrite gives each side its window struct ``__w`` (CUMULATE:
-and its step index ``__k``) and joins on ``L.__w = R.__w`` in place of the bounds: Spark's
+one per cumulative window) and joins on ``L.__w = R.__w`` in place of the bounds: Spark's
 stream-stream join keeps each side's rows in state until the watermark passes ``__w.end``, and
 then emits the unmatched rows of an outer join with NULLs (see oracle.py for the exact rule).
-A window aggregate side instead projects ``__w`` [, ``__k``] (grouped by them): Spark chains the
+A window aggregate side instead projects ``__w`` (grouped by it): Spark chains the
 aggregates and the join in append mode, each aggregate emits a window once, when it closes, and
 both sides of a window arrive in the same micro-batch, so the join emits the window's rows
 (matched or not) in that micro-batch and its state holds them only until then.

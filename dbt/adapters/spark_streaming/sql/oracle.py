@@ -49,7 +49,7 @@ from sqlglot import exp
 
 from .intervaljoin import IntervalJoin, rewritten_interval_joins, state_threshold_us
 from .joins import conjuncts
-from .rewrite import WINDOW_STRUCT
+from .rewrite import WINDOW_STRUCT, window_start_of
 
 LATE_COLUMN = "__dss_late_wm"
 PRESENT = "__dss_present"  # an interval join side's marker: the row is from that side
@@ -274,7 +274,7 @@ def late_rows(tree: exp.Expr) -> List[exp.Select]:
         queries.append(
             exp.select(
                 star,
-                exp.alias_(exp.column("start", table=WINDOW_STRUCT), "window_start"),
+                exp.alias_(window_start_of(derived.this), "window_start"),
                 exp.alias_(_window_end(), "window_end"),
                 exp.alias_(exp.column(LATE_COLUMN), "batch_watermark"),
             )

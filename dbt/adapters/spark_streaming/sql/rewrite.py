@@ -14,7 +14,7 @@ from .joins import WindowJoin, conjuncts, side_columns, tvf_output
 from .topn import WindowTopN
 
 WINDOW_STRUCT = "__w"  # the Spark window struct; its `end` is what the watermark closes
-STEP_INDEX = "__k"  # CUMULATE: window_end = __w.start + __k * step, for __k in 1..size/step
+CUMULATE_WINDOW = "__v"  # CUMULATE: Spark's sliding window, before it is kept as __w
 SESSION_KEY = "__p"  # SESSION without PARTITION BY: a constant group key (see _group_keys)
 SESSION_ROWS = "__rows"  # SESSION rows: the input rows of one session, collected
 TOP_ROWS = "__top"  # window Top-N: the first N rows of one group, in ROW_NUMBER order
@@ -30,19 +30,43 @@ def _time_column(spec: WindowSpec) -> exp.Column:
     return exp.column(exp.to_identifier(spec.time_column))
 
 
-def _window_end(spec: Optional[WindowSpec]) -> exp.Expr:
-    if spec is not None and spec.kind == "cumulate":
-        steps = exp.Mul(this=exp.column(STEP_INDEX), expression=interval_literal(spec.slide_us))
-        return exp.Add(this=exp.column("start", table=WINDOW_STRUCT), expression=steps)
-    return exp.column("end", table=WINDOW_STRUCT)
+def _micros_interval(micros: exp.Expr) -> exp.Expr:
+    """``micros * INTERVAL '1' MICROSECOND``: a duration of ``micros`` (a BIGINT expression)."""
+    one_us = exp.Interval(this=exp.Literal.string("1"), unit=exp.var("MICROSECOND"))
+    return exp.Mul(this=micros, expression=one_us)
+
+
+def _into_max_window(time: exp.Expr, spec: WindowSpec, before: bool) -> exp.Expr:
+    """CUMULATE: how far ``time`` is into its max window (``before``: how far before the next
+    max window start), in microseconds. The max windows start at offset + n * size, as Flink
+    and Spark's window() align them."""
+    offset = spec.offset_us % spec.size_us
+    micros: exp.Expr = exp.Anonymous(this="unix_micros", expressions=[time])
+    if before:
+        micros = (
+            exp.Sub(this=exp.Literal.number(offset), expression=micros)
+            if offset
+            else exp.Neg(this=micros)
+        )
+    elif offset:
+        micros = exp.Sub(this=micros, expression=exp.Literal.number(offset))
+    return exp.Anonymous(this="pmod", expressions=[micros, exp.Literal.number(spec.size_us)])
 
 
 def window_expression(name: str, spec: Optional[WindowSpec] = None) -> exp.Expr:
-    """Expression over ``__w`` (and ``__k`` for CUMULATE) computing window_start / window_end /
-    window_time of the window TVF ``spec`` (TUMBLE, HOP and SESSION if None)."""
+    """Expression over ``__w`` computing window_start / window_end / window_time of the window
+    TVF ``spec`` (TUMBLE, HOP and SESSION if None).
+
+    A CUMULATE window's ``__w`` is the Spark window [end - max size, end) (see
+    _windowed_input): its start is the next max window start at or after ``__w.start``.
+    """
     if name == "window_start":
-        return exp.column("start", table=WINDOW_STRUCT)
-    end = _window_end(spec)
+        start = exp.column("start", table=WINDOW_STRUCT)
+        if spec is None or spec.kind != "cumulate":
+            return start
+        shift = _micros_interval(_into_max_window(start.copy(), spec, before=True))
+        return exp.Add(this=start, expression=shift)
+    end = exp.column("end", table=WINDOW_STRUCT)
     if name == "window_end":
         return end
     one_ms = exp.Interval(this=exp.Literal.string("1"), unit=exp.var("MILLISECOND"))
@@ -52,43 +76,30 @@ def window_expression(name: str, spec: Optional[WindowSpec] = None) -> exp.Expr:
 def _window_column(spec: WindowSpec) -> exp.Expr:
     """Spark's window of one row: window(ts, size, slide, offset) or session_window(ts, gap).
 
-    CUMULATE uses the max-size tumbling window: its end is when all of its cumulative
-    windows are complete, so Spark's watermark closes them all together.
+    CUMULATE uses the sliding window of the max size and its step (Spark wants an offset
+    smaller than the slide: the step grid is the same): see _windowed_input.
     """
     if spec.kind == "session":
         return exp.Anonymous(
             this="session_window",
             expressions=[_time_column(spec), exp.Literal.string(duration_string(spec.size_us))],
         )
-    slide = spec.size_us if spec.kind == "cumulate" else spec.slide_us
+    offset = spec.offset_us % spec.slide_us if spec.kind == "cumulate" else spec.offset_us
     return exp.Anonymous(
         this="window",
         expressions=[
             _time_column(spec),
             exp.Literal.string(duration_string(spec.size_us)),
-            exp.Literal.string(duration_string(slide)),
-            exp.Literal.string(duration_string(spec.offset_us)),
+            exp.Literal.string(duration_string(spec.slide_us)),
+            exp.Literal.string(duration_string(offset)),
         ],
     )
 
 
-def _step_indexes(spec: WindowSpec) -> exp.Expr:
-    """CUMULATE: EXPLODE(SEQUENCE(k_min, size / step)), one row per cumulative window holding ts.
-
-    The max window starts at S = ts - pmod(ts - offset, size) (as Spark's window() and Flink
-    align it), and [S, S + k * step) holds ts for every k >= pmod(ts - offset, size) DIV step + 1.
-    """
-    micros: exp.Expr = exp.Anonymous(this="unix_micros", expressions=[_time_column(spec)])
-    offset = spec.offset_us % spec.size_us
-    if offset:
-        micros = exp.Sub(this=micros, expression=exp.Literal.number(offset))
-    into_window = exp.Anonymous(this="pmod", expressions=[micros, exp.Literal.number(spec.size_us)])
-    first = exp.Add(
-        this=exp.IntDiv(this=into_window, expression=exp.Literal.number(spec.slide_us)),
-        expression=exp.Literal.number(1),
-    )
-    last = exp.Literal.number(spec.size_us // spec.slide_us)
-    return exp.Explode(this=exp.Anonymous(this="sequence", expressions=[first, last]))
+def cumulate_start(spec: WindowSpec, time: exp.Expr) -> exp.Expr:
+    """CUMULATE: the start S of the max window holding ``time``: ts - pmod(ts - offset, size)."""
+    into = _into_max_window(time.copy(), spec, before=False)
+    return exp.Sub(this=time, expression=_micros_interval(into))
 
 
 def _group_keys(spec: WindowSpec) -> List[exp.Expr]:
@@ -99,18 +110,30 @@ def _group_keys(spec: WindowSpec) -> List[exp.Expr]:
     window in streaming query is not supported").
     """
     keys: List[exp.Expr] = [_window_struct()]
-    if spec.kind == "cumulate":
-        keys.append(exp.column(STEP_INDEX))
     if spec.kind == "session" and not spec.partition_by:
         keys.append(exp.column(SESSION_KEY))
     return keys
 
 
 def _windowed_input(spec: WindowSpec, table: exp.Table, delay_us: Optional[int]) -> exp.Select:
-    """SELECT *, <window> AS __w [, <step index> AS __k | 0 AS __p] FROM <table> [WATERMARK ...]."""
-    projections: List[exp.Expr] = [exp.Star(), exp.alias_(_window_column(spec), WINDOW_STRUCT)]
-    if spec.kind == "cumulate":
-        projections.append(exp.alias_(_step_indexes(spec), STEP_INDEX))
+    """SELECT *, <window> AS __w [, 0 AS __p] FROM <table> [WATERMARK ...].
+
+    CUMULATE has no Spark built-in. Its windows [S, S + k * step) (S the start of the row's
+    max window, k = 1 .. size / step) are told apart by their ends, so each is keyed by the
+    Spark sliding window [S + k * step - size, S + k * step) of the max size and the step,
+    which holds the row exactly when the cumulative window does, provided it starts at or
+    before S. So the rows get Spark's sliding windows (``__v``), those starting after S are
+    filtered out, and ``__v`` becomes ``__w`` (an alias keeps its event-time metadata)::
+
+        SELECT * EXCEPT (__v), __v AS __w FROM (SELECT *, window(ts, size, step) AS __v
+        FROM <table> [WATERMARK ...]) WHERE __v.start <= <S of ts>
+
+    A window aggregate groups by ``__w`` like any other, so the watermark closes (and Spark
+    emits) each cumulative window at its own end, as Flink does.
+    """
+    cumulate = spec.kind == "cumulate"
+    window = exp.alias_(_window_column(spec), CUMULATE_WINDOW if cumulate else WINDOW_STRUCT)
+    projections: List[exp.Expr] = [exp.Star(), window]
     if spec.kind == "session" and not spec.partition_by:
         projections.append(exp.alias_(exp.Literal.number(0), SESSION_KEY))
     source: exp.Expr = exp.Table(
@@ -122,7 +145,30 @@ def _windowed_input(spec: WindowSpec, table: exp.Table, delay_us: Optional[int])
             column=_time_column(spec),
             delay=interval_literal(delay_us),
         )
-    return exp.Select(expressions=projections).from_(source)
+    inner = exp.Select(expressions=projections).from_(source)
+    if not cumulate:
+        return inner
+    kept = exp.LTE(
+        this=exp.column("start", table=CUMULATE_WINDOW),
+        expression=cumulate_start(spec, _time_column(spec)),
+    )
+    star = exp.Star(except_=[exp.column(CUMULATE_WINDOW)])
+    return (
+        exp.Select(expressions=[star, exp.alias_(exp.column(CUMULATE_WINDOW), WINDOW_STRUCT)])
+        .from_(exp.Subquery(this=inner))
+        .where(kept)
+    )
+
+
+def window_start_of(windowed: exp.Select) -> exp.Expr:
+    """The window_start of a row of a windowed input (see _windowed_input): ``__w.start``, or
+    for CUMULATE the max window start its filter computes."""
+    where = windowed.args.get("where")
+    if where is not None and isinstance(where.this, exp.LTE):
+        bound = where.this.this
+        if isinstance(bound, exp.Column) and bound.table == CUMULATE_WINDOW:
+            return where.this.expression.copy()
+    return exp.column("start", table=WINDOW_STRUCT)
 
 
 def _replace_window_refs(scope: exp.Select, tvf: WindowTVF, spec: WindowSpec) -> None:
@@ -311,14 +357,14 @@ def _topn_query(
 
         SELECT inline(transform(__top, (__r, __i) -> struct(__r.c AS c, ..., <window_*>,
                                                              __i + 1 AS rownum)))
-        FROM (SELECT __w [, __k], slice(array_sort(collect_list(struct(<order keys> AS __o0, ...,
+        FROM (SELECT __w, slice(array_sort(collect_list(struct(<order keys> AS __o0, ...,
                      <input columns>)), <comparator>), 1, N) AS __top
-              FROM (<input>) AS t [WHERE ...] GROUP BY __w [, __k], <partition keys>)
+              FROM (<input>) AS t [WHERE ...] GROUP BY __w, <partition keys>)
 
     exposing the columns the Top-N subquery exposed, with ``rownum`` = the row's position in
     its group. ``<input>`` is the windowed input (``*`` = its ``columns`` and window_start,
     window_end, window_time), or, for a Top-N over a window aggregate, that aggregate
-    projecting ``__w`` [, ``__k``] besides its ``columns``: Spark chains the two aggregates in
+    projecting ``__w`` besides its ``columns``: Spark chains the two aggregates in
     append mode, and the second emits a window in the micro-batch in which the first does.
 
     RANK / DENSE_RANK keep the whole sorted array in ``__top``, find where each ORDER BY value
@@ -399,13 +445,13 @@ def _subquery_alias(select: exp.Select) -> Optional[exp.TableAlias]:
 
 def _join_keys(spec: WindowSpec) -> List[str]:
     """What a window join side carries for the join condition in place of its window bounds."""
-    return [WINDOW_STRUCT, STEP_INDEX] if spec.kind == "cumulate" else [WINDOW_STRUCT]
+    return [WINDOW_STRUCT]
 
 
 def _join_side_table(inner: exp.Select, columns: List[str], spec: WindowSpec) -> exp.Select:
-    """A window join side: the input's columns, window_start/window_end/window_time and ``__w``
-    (CUMULATE: and ``__k``). The time column is a copy without Spark's watermark (``ts + INTERVAL
-    '0' SECOND``): a join input may carry one event-time column only, and that must be ``__w``."""
+    """A window join side: the input's columns, window_start/window_end/window_time and ``__w``.
+    The time column is a copy without Spark's watermark (``ts + INTERVAL '0' SECOND``): a join
+    input may carry one event-time column only, and that must be ``__w``."""
     zero = exp.Interval(this=exp.Literal.string("0"), unit=exp.var("SECOND"))
     projections: List[exp.Expr] = []
     for c in columns:
@@ -432,7 +478,7 @@ def _not_null_keys(conds: List[exp.Expr], left: str, right: str) -> List[exp.Exp
     found: List[exp.Expr] = []
     for cond in conds:
         if not isinstance(cond, exp.EQ) or any(
-            c.name in (WINDOW_STRUCT, STEP_INDEX) for c in cond.find_all(exp.Column)
+            c.name == WINDOW_STRUCT for c in cond.find_all(exp.Column)
         ):
             continue
         a, b = cond.this, cond.expression
@@ -444,7 +490,7 @@ def _not_null_keys(conds: List[exp.Expr], left: str, right: str) -> List[exp.Exp
 def _rewrite_join_scope(
     join: WindowJoin, specs: Mapping[int, WindowSpec], schemas: Mapping[str, Mapping[str, str]]
 ) -> None:
-    """Join on ``L.__w = R.__w`` (CUMULATE: and ``L.__k = R.__k``) in place of the two window
+    """Join on ``L.__w = R.__w`` in place of the two window
     bound equalities, pass ``__w`` through subquery sides, and expand ``*`` / ``L.*`` in the
     SELECT list to the sides' columns (so ``__w`` stays hidden)."""
     left, right = join.sides
@@ -531,7 +577,7 @@ def rewrite_tvfs(
             columns = list(schemas[spec.source])
             derived = exp.Subquery(this=_projection_table(inner, columns, spec), alias=alias)
         tvf.replace(derived)
-        if topn is not None:  # a Top-N over this window aggregate: rank its rows by __w [, __k]
+        if topn is not None:  # a Top-N over this window aggregate: rank its rows by __w
             assert scope is not None and scope is topn.aggregate
             scope.set("expressions", [*scope.expressions, *_group_keys(spec)])
             topn.scope.replace(
