@@ -61,7 +61,10 @@ def test_damaged_checkpoint_is_refused(tmp_path, damage, phrase):
 
 def test_committed_positions(tmp_path):
     ckpt = _checkpoint(tmp_path)
-    assert preflight.committed_positions(ckpt)["s.t"].version == 0
+    done, planned = preflight.resume_positions(ckpt)
+    assert done["s.t"].version == 0 and planned == {}
+    os.remove(os.path.join(ckpt, "commits", "1"))
+    assert preflight.resume_positions(ckpt)[1]["s.t"].version == 0
 
 
 def _table(tmp_path) -> str:
