@@ -47,7 +47,7 @@ def test_sound_checkpoint_and_none_pass(tmp_path):
     [
         (lambda c: open(os.path.join(c, "offsets", "1"), "w").write(OFFSET[:30]), "truncated"),
         (lambda c: open(os.path.join(c, "offsets", "1"), "w").close(), "offsets/1: empty"),
-        (lambda c: open(os.path.join(c, "commits", "0"), "w").write("{"), "commits/0"),
+        (lambda c: open(os.path.join(c, "commits", "1"), "w").write("{"), "commits/1"),
         (lambda c: os.remove(os.path.join(c, "offsets", "1")), "offsets/1: missing"),
         (lambda c: os.remove(os.path.join(c, "metadata")), "metadata: missing"),
         (lambda c: open(os.path.join(c, "metadata"), "w").write('{"i'), "metadata: unreadable"),
@@ -59,7 +59,7 @@ def test_damaged_checkpoint_is_refused(tmp_path, damage, phrase):
     assert phrase in _damage(ckpt)
 
 
-def test_committed_positions(tmp_path):
+def test_resume_positions(tmp_path):
     ckpt = _checkpoint(tmp_path)
     done, planned = preflight.resume_positions(ckpt)
     assert done["s.t"].version == 0 and planned == {}
