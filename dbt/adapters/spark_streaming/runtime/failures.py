@@ -79,8 +79,7 @@ def query_failed(identifier: str, name: str, checkpoint: str, text: str) -> Stre
             f"the state in the checkpoint of {name} is damaged beyond use ({checkpoint})",
             first_error_line(state) + "; every run would fail the same way",
             f"Run `dbt run --full-refresh -s {identifier}`: it rebuilds the table and a new "
-            "checkpoint from the sources as they are now (the old table stays readable until "
-            "it is done).",
+            "checkpoint from the sources as they are now.",
         )
     return StreamingError(
         "SSR306",

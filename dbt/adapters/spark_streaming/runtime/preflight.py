@@ -109,7 +109,7 @@ def check_checkpoint(checkpoint: str, identifier: str) -> None:
             + ". Spark cannot resume from it, and it cannot be repaired safely: the batch it "
             "names may be in the table already",
             f"Run {_full_refresh(identifier)}: it rebuilds the table and a new checkpoint from "
-            "the sources as they are now (the old table stays readable until it is done).",
+            "the sources as they are now.",
         )
 
 
