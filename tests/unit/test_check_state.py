@@ -14,10 +14,10 @@ def test_a_checkpoint_without_its_table_is_refused(tmp_path):
     batches' rows would be lost (a table deleted by hand, or a crash between the deletions of a
     drop). A new model (no table, no checkpoint) starts."""
     table, checkpoint = str(tmp_path / "table"), tmp_path / "checkpoint"
-    assert _check_state(MODEL, None, table, str(checkpoint), {}) is None
+    assert _check_state(MODEL, None, table, str(checkpoint)) is None
     (checkpoint / "offsets").mkdir(parents=True)
-    assert _check_state(MODEL, None, table, str(checkpoint), {}) is None  # nothing planned yet
+    assert _check_state(MODEL, None, table, str(checkpoint)) is None  # nothing planned yet
     (checkpoint / "offsets" / "0").write_text("v1\n{}\n")
     with pytest.raises(StreamingError) as err:
-        _check_state(MODEL, None, table, str(checkpoint), {})
+        _check_state(MODEL, None, table, str(checkpoint))
     assert err.value.code == "SSR308" and "--full-refresh -s m" in str(err.value)

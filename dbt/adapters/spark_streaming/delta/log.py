@@ -62,8 +62,12 @@ def files_named(root: str, version: int | None, names: list[str], column: str) -
     ]
 
 
-def version_files(root: str, version: int) -> list[File]:
-    """Files added (dataChange) by commit `version`, in log order; SSD401 if it removes data."""
+def version_files(root: str, version: int, skip_change_commits: bool = False) -> list[File]:
+    """Files added (dataChange) by commit `version`, in log order. A commit that removes data
+    (dataChange: an overwrite, delete, update or MERGE) fails with SSD401, or with
+    `skip_change_commits` is passed over whole, its added files too (as Delta's
+    skipChangeCommits). A commit that changes no data (OPTIMIZE, compaction: dataChange false)
+    adds nothing to read."""
     out = []
     commit = storage.read_text(storage.join(root, "_delta_log", f"{version:020d}.json"))
     for line in commit.splitlines():
@@ -75,23 +79,37 @@ def version_files(root: str, version: int) -> list[File]:
                     File(_abs(root, add["path"]), add.get("partitionValues") or {}, add["size"])
                 )
             elif "remove" in action and action["remove"].get("dataChange", True):
-                from ..errors import StreamingError
-
-                raise StreamingError(
-                    "SSD401",
-                    f"source table {root} is not append-only",
-                    f"Delta version {version} removes data (an overwrite, delete or MERGE), "
-                    "which a streaming_view cannot retract",
-                    "Only append to streaming sources, or rebuild the model with "
-                    "`dbt run --full-refresh`.",
-                )
+                if skip_change_commits:
+                    return []
+                raise change_commit(root, version)
     return out
 
 
-def added_files(root: str, start_exclusive: int, end_inclusive: int) -> list[File]:
-    """Files added (dataChange) by commits (start, end]; fails (SSD401) if a commit removes data."""
+def change_commit(root: str, version: int):
+    """SSD401: version `version` of the source at `root` removes data."""
+    from ..errors import StreamingError
+
+    return StreamingError(
+        "SSD401",
+        f"source table {root} is not append-only",
+        f"Delta version {version} removes data (an overwrite, delete, update or MERGE), which a "
+        "stream of appends cannot retract",
+        "Choose: only append to streaming sources (restore the table to version "
+        f"{version - 1} if the change was a mistake); or set `skip_change_commits: true` on the "
+        "model to pass over such versions (the rows they add or remove are not read); or "
+        "rebuild the model from the source as it is now with `dbt run --full-refresh`.",
+    )
+
+
+def added_files(
+    root: str, start_exclusive: int, end_inclusive: int, skip_change_commits: bool = False
+) -> list[File]:
+    """Files added (dataChange) by commits (start, end]; fails (SSD401) if a commit removes
+    data, unless `skip_change_commits`."""
     return [
-        f for v in range(start_exclusive + 1, end_inclusive + 1) for f in version_files(root, v)
+        f
+        for v in range(start_exclusive + 1, end_inclusive + 1)
+        for f in version_files(root, v, skip_change_commits)
     ]
 
 
@@ -103,8 +121,8 @@ class Log:
 
     KEEP = 4096
 
-    def __init__(self, root: str):
-        self.root = root
+    def __init__(self, root: str, skip_change_commits: bool = False):
+        self.root, self.skip_change_commits = root, skip_change_commits
         self._snapshot: tuple[int, list[File]] | None = None
         self._versions: dict[int, list[File]] = {}
 
@@ -116,7 +134,7 @@ class Log:
         if version not in self._versions:
             if len(self._versions) >= self.KEEP:
                 del self._versions[next(iter(self._versions))]
-            self._versions[version] = version_files(self.root, version)
+            self._versions[version] = version_files(self.root, version, self.skip_change_commits)
         return self._versions[version]
 
     def latest(self) -> int:

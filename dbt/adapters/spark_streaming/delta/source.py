@@ -13,9 +13,10 @@ and `maxBytesPerTrigger`) splits a large snapshot or version into several micro-
 offsets are positions in a fixed file order (delta/offsets.py), and the old offsets
 ``{"table": label, "version": v}`` of existing checkpoints still read as "v fully read". A
 version that removes data (overwrite, delete, MERGE) makes the input non-append-only and
-fails the stream with SSD401. Supports the available-now trigger natively (pyspark 4.3):
-`dbt run` processes what is there when it starts, in as many batches as the limits need,
-and stops.
+fails the stream with SSD401, or with option `skipChangeCommits` is passed over whole;
+a version that changes no data (OPTIMIZE) adds nothing to read. Supports the available-now
+trigger natively (pyspark 4.3): `dbt run` processes what is there when it starts, in as
+many batches as the limits need, and stops.
 
 This module is imported by every Python worker that reads a source, so it imports no dbt and
 no sqlglot (the package's __init__ defers its dbt imports).
@@ -176,6 +177,12 @@ def read_limits(options) -> tuple[int | None, int | None]:
     return (None if files is None else int(files)), (None if size is None else int(size))
 
 
+def skip_change_commits(options) -> bool:
+    """Option `skipChangeCommits` ('true'): versions that remove data are passed over, not
+    refused (delta/log.py version_files)."""
+    return str(options.get("skipChangeCommits", "false")).lower() == "true"
+
+
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets and admission control: delta/offsets.py. The available-now trigger freezes the
     target version; each latestOffset then admits up to the limits, so a large backlog runs as
@@ -184,7 +191,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, path: str, label: str, schema, options):
         self.path, self.label, self.schema, self.options = path, label, schema, options
         self.max_files, self.max_bytes = read_limits(options)
-        self.log = Log(path)
+        self.log = Log(path, skip_change_commits(options))
         self._target: int | None = None  # version frozen by prepareForTriggerAvailableNow
 
     def initialOffset(self):

@@ -11,6 +11,10 @@ reads, and where a new stream starts. They become options of the Delta streaming
 - `starting_timestamp`: an ISO date or timestamp (UTC unless it has a zone): as
   `starting_version` with the first version committed at or after it.
 
+- `skip_change_commits`: true to pass over source versions that remove data (overwrite,
+  delete, update, MERGE) instead of failing with SSD401, as Delta's skipChangeCommits: the
+  rows such a version adds or removes are not read.
+
 The starting configs only apply to a stream without a checkpoint (a new table, or
 `--full-refresh`), as Delta's startingVersion / startingTimestamp.
 """
@@ -99,6 +103,11 @@ def source_options(config: Mapping[str, Any]) -> dict[str, str]:
                 "an ISO date or timestamp such as '2024-05-01' or '2024-05-01 12:00:00+00:00'",
             )
         options["startingTimestamp"] = _timestamp(timestamp)
+    skip = config.get("skip_change_commits")
+    if skip is not None:
+        if not isinstance(skip, bool):
+            raise config_error("skip_change_commits", skip, "true or false")
+        options["skipChangeCommits"] = str(skip).lower()
     return options
 
 

@@ -20,10 +20,10 @@ from typing import Optional
 from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta.sink import last_metadata
-from ..delta.source import FORMAT, added_files, consumed, latest_version
+from ..delta.source import FORMAT, consumed
 from ..delta.storage import is_delta
 from ..errors import StreamingError
-from . import admission, lifecycle, report, runner, upsert
+from . import admission, failures, lifecycle, preflight, report, runner, upsert
 from .catalog import Catalog, registered_locations
 from .checkpoint import plan_no_data_batch
 from .equivalence import late_rows
@@ -48,6 +48,8 @@ def run_streaming_model(
     interval = runner.processing_time(model.config)
     plan = compile_model(catalog, model)
     admission.source_options(model.config)  # SSC201 before a runner starts
+    target = model.location(catalog)
+    preflight.check_writable(model.identifier, preflight.control_root(catalog.control), target)
     if monitor is not None:
         with lifecycle.model_lock(catalog.control, model.name):
             return _run(spark, catalog, model, plan, started, interval, monitor)
@@ -167,19 +169,21 @@ def _run(
     """Run the model's query: until it has caught up (`interval` None: available now), or with
     a processing-time trigger until `monitor` stops it."""
     places = _places(catalog, model, plan)
-    previous = _check_sources_and_state(model, plan, places)
     options = admission.source_options(model.config)  # max_files_per_trigger, starting_version...
+    previous = _check_sources_and_state(model, plan, places, options)
     admission.check_start(options, _streams(model, plan, places), places.checkpoint)
     df = _plan_dataframe(spark, model, plan, places, options)
+    sink = ModelSink(spark, model, plan, places, df.schema, started, monitor)
+    if not places.rebuild:
+        preflight.check_columns(model.identifier, places.build, sink.arrow_schema)
     if places.rebuild:
         lifecycle.clear(places.target, places.checkpoint)
     record_query(places.build, plan, model)  # for snapshot_equivalence
-    sink = ModelSink(spark, model, plan, places, df.schema, started, monitor)
     closing = plan_no_data_batch(places.checkpoint)
     if closing is not None:  # a crash after a batch's commit, before Spark planned this one
         logger.info(f"{model.name}: batch {closing} emits what the restored watermark closed")
     query = _start(df, model, plan, places, sink, interval)
-    _wait(query, model, monitor)
+    _wait(query, model, places, monitor)
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
 
 
@@ -201,9 +205,10 @@ def _places(catalog: Catalog, model: StreamingModel, plan) -> Places:
     return Places(target, build, sources, catalog.checkpoint(model.name, build))
 
 
-def _check_sources_and_state(model: StreamingModel, plan, places: Places) -> dict:
+def _check_sources_and_state(model: StreamingModel, plan, places: Places, options: dict) -> dict:
     """Refuse, before any stream starts, a source without a Delta table (SSR302), then what
-    _check_state refuses. Returns the metadata of the table's last commit ({} for a new one)."""
+    _check_state and runtime/preflight.py refuse. Returns the metadata of the table's last
+    commit ({} for a new one)."""
     for name, path in places.sources.items():
         if not is_delta(path):
             raise StreamingError(
@@ -215,8 +220,11 @@ def _check_sources_and_state(model: StreamingModel, plan, places: Places) -> dic
             )
     if places.rebuild:  # the table and its state are about to be cleared
         return {}
+    previous = _check_state(model, plan, places.build, places.checkpoint) or {}
+    preflight.check_checkpoint(places.checkpoint, model.identifier)
     streams = _streams(model, plan, places)
-    return _check_state(model, plan, places.build, places.checkpoint, streams) or {}
+    preflight.check_sources(model.identifier, streams, places.checkpoint, options)
+    return previous
 
 
 def _streams(model: StreamingModel, plan, places: Places) -> dict[str, str]:
@@ -225,12 +233,10 @@ def _streams(model: StreamingModel, plan, places: Places) -> dict[str, str]:
     return {n: p for n, p in places.sources.items() if n not in dimensions}
 
 
-def _check_state(
-    model: StreamingModel, plan, target: str, checkpoint: str, paths: dict[str, str]
-) -> Optional[dict]:
+def _check_state(model: StreamingModel, plan, target: str, checkpoint: str) -> Optional[dict]:
     """Refuse, before any stream starts: a changed query over old state, a table whose
-    checkpoint is gone, a source that is no longer append-only since the last commit.
-    Returns the metadata of the table's last commit (None for a new table)."""
+    checkpoint is gone, a checkpoint whose table is gone. Returns the metadata of the table's
+    last commit (None for a new table)."""
     previous = last_metadata(target)
     if previous and previous.get("fingerprint") != plan.fingerprint:
         raise StreamingError(
@@ -261,11 +267,6 @@ def _check_state(
             "the stream would resume after the batches it already wrote, into an empty table",
             "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild the table.",
         )
-    for name, version in (previous or {}).get("sources", {}).items():
-        if name in paths:
-            added_files(
-                paths[name], version, latest_version(paths[name])
-            )  # raises SSD401 on a remove
     return previous
 
 
@@ -306,30 +307,34 @@ def _dimensions(model: StreamingModel, plan) -> set[str]:
 
 def _start(df, model: StreamingModel, plan, places: Places, sink: ModelSink, interval):
     """Start the query: its micro-batches go to `sink`, its progress to the checkpoint."""
+    from pyspark.errors import PySparkException
+
     trigger = {"processingTime": interval} if interval else {"availableNow": True}
-    return (
-        df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
-        .outputMode(plan.output_mode)
-        .foreachBatch(sink)
-        .trigger(**trigger)
-        .option("checkpointLocation", places.checkpoint)
-        .start()
-    )
+    try:
+        return (
+            df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
+            .outputMode(plan.output_mode)
+            .foreachBatch(sink)
+            .trigger(**trigger)
+            .option("checkpointLocation", places.checkpoint)
+            .start()
+        )
+    except PySparkException as exc:
+        raise failures.query_failed(
+            model.identifier, model.name, places.checkpoint, str(exc)
+        ) from None
 
 
-def _wait(query, model: StreamingModel, monitor: Optional[runner.Monitor]) -> None:
-    """Until the query has caught up (available now) or the runner's monitor stopped it."""
+def _wait(query, model: StreamingModel, places: Places, monitor: Optional[runner.Monitor]) -> None:
+    """Until the query has caught up (available now) or the runner's monitor stopped it; its
+    failure as a coded error (runtime/failures.py)."""
     from pyspark.errors import PySparkException
 
     try:
         monitor.wait(query) if monitor is not None else query.awaitTermination()
     except PySparkException as exc:
-        raise StreamingError(
-            "SSR306",
-            f"the streaming query of {model.name} failed",
-            _first_error_line(str(exc)),
-            "Fix the cause and run `dbt run` again: it resumes from the last committed "
-            "batch, nothing is lost or duplicated.",
+        raise failures.query_failed(
+            model.identifier, model.name, places.checkpoint, str(exc)
         ) from None
 
 
@@ -383,10 +388,3 @@ def _finish(
     logger.info(report.log_line(model, response, places.sources))
     response._message = report.message(model, response)
     return response
-
-
-def _first_error_line(text: str) -> str:
-    for line in text.splitlines():
-        if "dbt-spark-streaming" in line or "Error" in line:
-            return line.strip()
-    return text.splitlines()[0] if text else "unknown error"
