@@ -248,6 +248,7 @@ def run_rounds(root: Path, kills: int, seed: int, per_round: int = 2, log=print)
     with it), `dbt run` to the end, check; until `kills` process groups were killed."""
     rng = random.Random(seed)
     fig = Figures()
+    begun = time.time()
     make_project(root)
     write_deltalake(source(root), events(seed, 0, ROWS_PER_APPEND))
     span = 60.0  # kill moments are drawn from [0, span): the last clean run's duration
@@ -270,7 +271,8 @@ def run_rounds(root: Path, kills: int, seed: int, per_round: int = 2, log=print)
             span = max(10.0, time.time() - started)
             wait_caught_up(root)
             check(root, fig)
-            log(f"round {fig.rounds}: {'; '.join(notes)}; {fig.line()}")
+            elapsed = time.time() - begun
+            log(f"round {fig.rounds} ({elapsed:.0f} s): {'; '.join(notes)}; {fig.line()}")
     finally:
         stop_runners(root)
     return fig

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.slow
 
 def test_random_kills_lose_and_duplicate_nothing(tmp_path):
     fig = run_rounds(tmp_path, kills=5, seed=7)
+    print(fig.line())  # shown with -s, or -rP
     assert fig.kills >= 5 and fig.rows_checked > 0
     assert fig.failed_runs == [], fig.failed_runs
     assert (fig.lost, fig.duplicated, fig.wrong) == (0, 0, 0), fig.line()
