@@ -15,24 +15,52 @@ and, in a `--full-refresh` (runtime/lifecycle.py; no batch id):
 
   refresh_built        the new table is complete aside, the old one still in place
   refresh_swapping     the old table moved to trash, the new one not yet in place
+
+and, in a `dbt run` of a continuous model (runtime/runner.py; no batch id):
+
+  runner_start         the model's lock held, its runner not yet started
+
+For the concurrency tests, ``DBT_SPARK_STREAMING_PAUSE=<point>[@<batch_id>]=<file>`` holds the
+process at that point instead (holding whatever it holds, its lock say): it writes its pid to
+``<file>`` and waits until the file is deleted.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 ENV = "DBT_SPARK_STREAMING_FAULT"
+PAUSE_ENV = "DBT_SPARK_STREAMING_PAUSE"
 EXIT_CODE = 75
-POINTS = ("before_write", "during_write", "after_delta_commit", "refresh_built", "refresh_swapping")
+POINTS = (
+    "before_write",
+    "during_write",
+    "after_delta_commit",
+    "refresh_built",
+    "refresh_swapping",
+    "runner_start",
+)
+
+
+def _matches(spec: str, point: str, batch_id: int) -> bool:
+    name, _, at = spec.partition("@")
+    return name == point and (not at or int(at) == batch_id)
 
 
 def fault_point(point: str, batch_id: int) -> None:
+    pause = os.environ.get(PAUSE_ENV)
+    if pause:
+        where, _, path = pause.partition("=")
+        if _matches(where, point, batch_id) and not os.path.exists(f"{path}.done"):
+            with open(path, "w") as fh:
+                fh.write(str(os.getpid()))
+            while os.path.exists(path):
+                time.sleep(0.2)
+            open(f"{path}.done", "w").close()  # once: a later pass (a retry) goes on
     spec = os.environ.get(ENV)
-    if not spec:
-        return
-    name, _, at = spec.partition("@")
-    if name == point and (not at or int(at) == batch_id):
+    if spec and _matches(spec, point, batch_id):
         sys.stderr.write(f"[dbt-spark-streaming] injected fault {point} at batch {batch_id}\n")
         sys.stderr.flush()
         os._exit(EXIT_CODE)

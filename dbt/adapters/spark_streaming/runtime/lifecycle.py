@@ -17,6 +17,7 @@ With a ``checkpoint_root`` (object storage) a full refresh rebuilds in place ins
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ import socket
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Optional
 
 from .. import layout
 from ..delta import storage
@@ -51,49 +52,89 @@ def alive(pid: int) -> bool:
     return True
 
 
+def started_at(pid: int) -> Optional[int]:
+    """When process `pid` started (clock ticks since boot, Linux), or None if unknown: with the
+    pid it names one process, as a pid alone does not once the system has reused it."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _holder(owner: dict) -> bool:
+    """Whether the process named by a lock's `owner` runs (on another host: assumed so)."""
+    pid = owner.get("pid")
+    if owner.get("host") != socket.gethostname():
+        return bool(owner)  # an empty or unreadable lock names no one: stale
+    if not isinstance(pid, int):
+        return False
+    if not alive(pid):
+        return False
+    start = owner.get("start")
+    return start is None or started_at(pid) in (None, start)
+
+
+def _read(path: str) -> dict:
+    try:
+        with open(path) as fh:
+            owner = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return owner if isinstance(owner, dict) else {}
+
+
 @contextmanager
-def model_lock(warehouse: str, name: str) -> Iterator[None]:
-    """Hold the run lock of model `name` (schema.identifier) for the duration of the block."""
+def model_lock(warehouse: str, name: str, take_over_from: Optional[int] = None) -> Iterator[None]:
+    """Hold the run lock of model `name` (schema.identifier) for the duration of the block.
+    `take_over_from`: the pid of a process of this host whose lock this one takes over while
+    that process still runs (a `dbt run` that starts a continuous model's runner)."""
     path = _made(layout.lock_path(warehouse, name))
     me = {
         "pid": os.getpid(),
+        "start": started_at(os.getpid()),
         "host": socket.gethostname(),
         "since": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                with open(path) as fh:
-                    owner = json.load(fh)
-            except (OSError, ValueError):
-                owner = {}
-            if (
-                owner.get("host") == me["host"]
-                and isinstance(owner.get("pid"), int)
-                and not alive(owner["pid"])
+    # the lock file appears with its content (a hard link of a complete file), so no process
+    # ever reads a lock without its holder; taking it, or breaking a stale one, is serialised by
+    # an flock of `<lock>.guard` (released by the kernel when its process dies)
+    tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    with open(tmp, "w") as fh:
+        json.dump(me, fh)
+    try:
+        with open(f"{path}.guard", "a") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)
+            owner = _read(path) if os.path.exists(path) else None
+            if owner is None:
+                os.link(tmp, path)
+            elif take_over_from is not None and (owner.get("pid"), owner.get("host")) == (
+                take_over_from,
+                me["host"],
             ):
-                os.remove(path)  # stale: its process is gone
-                continue
-            raise StreamingError(
-                "SSR307",
-                f"{name} is already being run",
-                f"process {owner.get('pid', '?')} on host {owner.get('host', '?')} holds its lock "
-                f"since {owner.get('since', '?')} ({path})",
-                "Wait for that run to finish. If that process is gone (another host, say), delete "
-                "the lock file.",
-            ) from None
-        with os.fdopen(fd, "w") as fh:
-            json.dump(me, fh)
-        break
+                os.replace(tmp, path)
+            elif _holder(owner):
+                raise StreamingError(
+                    "SSR307",
+                    f"{name} is already being run",
+                    f"process {owner.get('pid', '?')} on host {owner.get('host', '?')} holds "
+                    f"its lock since {owner.get('since', '?')} ({path})",
+                    "Wait for that run to finish (a continuous model's runner: `dbt "
+                    "run-operation stream_stop`). If that process is gone (another host, say), "
+                    "delete the lock file.",
+                ) from None
+            else:
+                os.replace(tmp, path)  # stale: its process is gone
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
     try:
         yield
     finally:
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
+        with open(f"{path}.guard", "a") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)
+            if _read(path).get("pid") == me["pid"]:  # not taken over by a runner meanwhile
+                os.remove(path)
 
 
 def empty_build(warehouse: str, name: str) -> str:

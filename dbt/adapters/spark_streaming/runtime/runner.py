@@ -37,11 +37,13 @@ from typing import Any, Callable, Optional
 
 from .. import layout
 from ..errors import StreamingError, config_error
+from ..faults import fault_point
 from ..sql.intervals import parse_duration
 from .lifecycle import alive
 
 DEFAULT_INTERVAL = "10 seconds"
 TERMINAL = ("stopped", "failed")
+START_TIMEOUT = 120  # seconds a new runner has to write its first status
 MODULE = "dbt.adapters.spark_streaming.runtime.runner_main"  # the runner process (python -m)
 
 
@@ -150,6 +152,7 @@ def start(root: str, name: str, spec: dict, on_progress: Callable[[dict], None])
     for stale in ("stop", "status.json"):
         if os.path.exists(os.path.join(home, stale)):
             os.remove(os.path.join(home, stale))
+    fault_point("runner_start", -1)
     spec_path = os.path.join(home, "spec.json")
     _write_json(spec_path, spec)
     # Start it through a short-lived intermediate process, so the runner is not our child
@@ -161,9 +164,12 @@ def start(root: str, name: str, spec: dict, on_progress: Callable[[dict], None])
         timeout=60,
     )
     seen_batch = None
+    spawned = time.time()
     while True:
         time.sleep(0.5)
         st = status(root, name)
+        if st is None and time.time() - spawned > START_TIMEOUT:
+            st = {"state": "dead", "alive": False, "error": f"no status after {START_TIMEOUT} s"}
         if st is None:
             continue
         if st.get("last_batch") is not None and st["last_batch"] != seen_batch:

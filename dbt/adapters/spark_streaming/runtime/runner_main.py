@@ -46,6 +46,7 @@ def main(spec_path: str) -> int:
             "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             "fingerprint": spec["fingerprint"],
             "interval": spec["processing_time"],
+            "started_by": spec.get("started_by"),  # the `dbt run` whose lock it takes over
         },
     )
     signal.signal(signal.SIGTERM, lambda *_: setattr(monitor, "stop_requested", True))

@@ -50,20 +50,21 @@ def run_streaming_model(
     admission.source_options(model.config)  # SSC201 before a runner starts
     target = model.location(catalog)
     preflight.check_writable(model.identifier, preflight.control_root(catalog.control), target)
-    if monitor is not None:
-        with lifecycle.model_lock(catalog.control, model.name):
+    if monitor is not None:  # the runner takes over the lock of the `dbt run` that started it
+        with lifecycle.model_lock(catalog.control, model.name, monitor.st.get("started_by")):
             return _run(spark, catalog, model, plan, started, interval, monitor)
     running = _settle_runner(catalog, model, plan, interval)
     if running:
         return StreamingAdapterResponse(
             _message=f"running ({running})", duration_s=round(time.time() - started, 2)
         )
-    if interval is None or model.full_refresh:
-        with lifecycle.model_lock(catalog.control, model.name):
+    # held until the runner, if one is started, has it: a concurrent run fails (SSR307)
+    with lifecycle.model_lock(catalog.control, model.name):
+        if interval is None or model.full_refresh:
             response = _run(spark, catalog, model, plan, started)
-        if interval is None:
-            return response
-    return _start_runner(catalog, model, plan, interval, spark_settings, started)
+            if interval is None:
+                return response
+        return _start_runner(catalog, model, plan, interval, spark_settings, started)
 
 
 def _settle_runner(
@@ -131,6 +132,7 @@ def _start_runner(
         "locations": registered_locations(),
         "fingerprint": plan.fingerprint,
         "processing_time": interval,
+        "started_by": os.getpid(),
         "model": model.runner_spec(),
     }
     st = runner.start(

@@ -1,0 +1,1 @@
+"""Reliability harnesses: random SIGKILL (kill.py) and concurrent runs, measured."""
