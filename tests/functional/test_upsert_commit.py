@@ -189,3 +189,45 @@ def test_thresholds_choose_the_path(tmp_path):
     assert ops == sorted(
         [("a", "+I"), ("b", "+I"), ("c", "+I"), ("a", "-U"), ("a", "+U"), ("c", "-U"), ("c", "+U")]
     )
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("where", list(PATHS))
+def test_replay_after_a_crash_mid_write(tmp_path, monkeypatch, where):
+    """A crash after the changelog's commit and the table's files are written (during_write):
+    the replay by a new committer logs nothing twice, commits the table, and deletes the
+    files the crashed attempt wrote."""
+    from dbt.adapters.spark_streaming.delta import upsert
+
+    path = str(tmp_path / "t")
+    create_table(path, SCHEMA, {"batch_id": None})
+    create_changelog(path, SCHEMA)
+    d1 = dt.date(2020, 1, 1)
+    sink = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], None, driver_rows=PATHS[where])
+    sink.commit(batch([(d1, "a", 1), (d1, "b", 2)]), 0, {})
+    before = files(path)
+
+    def crash(point, batch_id):
+        if point == "during_write":
+            raise Crash()
+
+    monkeypatch.setattr(upsert, "fault_point", crash)
+    with pytest.raises(Crash):
+        sink.commit(batch([(d1, "a", 10), (d1, "c", 3)]), 1, {})
+    monkeypatch.undo()
+    on_disk = {p.name for p in (tmp_path / "t").glob("*.parquet")}
+    assert len(on_disk) > len(files(path)) and not sink.committed(1)
+    again = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], None, driver_rows=PATHS[where])
+    assert again.commit(batch([(d1, "a", 10), (d1, "c", 3)]), 1, {}) == 3
+    assert again.paths == [where]
+    assert table_rows(path) == [(d1, "a", 10), (d1, "b", 2), (d1, "c", 3)]
+    assert sorted(r[2:4] for r in log_rows(path) if r[-1] == 1) == [
+        (1, "-U"),
+        (3, "+I"),
+        (10, "+U"),
+    ]
+    # batch 1's files on disk are those of its commit (batch 0's removed file stays until VACUUM)
+    assert {p.name for p in (tmp_path / "t").glob("part-00001-*")} == files(path) - before
