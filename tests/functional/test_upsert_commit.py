@@ -180,14 +180,18 @@ def test_thresholds_choose_the_path(tmp_path):
     sink.driver_bytes = 1 << 20
     changed = pa.table({"k": ["a", "c"], "x": [2.0, float("nan")]})
     assert sink.commit(changed, 3, {}) == 4  # an Arrow batch, on the driver
-    assert sink.paths == ["executors", "driver", "executors", "driver"]
+    sink.driver_rows = 1  # an Arrow batch above driver_rows goes to the executors
+    assert sink.commit(pa.table({"k": ["b", "d"], "x": [1.0, 5.0]}), 4, {}) == 1
+    assert sink.paths == ["executors", "driver", "executors", "driver", "executors"]
     got = sorted((r["k"], r["x"]) for r in DeltaTable(path).to_pyarrow_table().to_pylist())
     assert got[:2] == [("a", 2.0), ("b", 1.0)] and got[2][0] == "c" and got[2][1] != got[2][1]
+    assert got[3] == ("d", 5.0)
     ops = sorted(
         (r["k"], r["_op"]) for r in DeltaTable(changelog_path(path)).to_pyarrow_table().to_pylist()
     )
     assert ops == sorted(
         [("a", "+I"), ("b", "+I"), ("c", "+I"), ("a", "-U"), ("a", "+U"), ("c", "-U"), ("c", "+U")]
+        + [("d", "+I")]
     )
 
 

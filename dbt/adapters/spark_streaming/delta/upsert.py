@@ -1,5 +1,5 @@
 """Exactly-once upserts of micro-batches into a keyed Delta table, with its changelog: a
-copy-on-write MERGE whose reads, joins and writes run as Spark jobs on the executors.
+copy-on-write MERGE, in the dbt process for a small batch, else as Spark jobs on the executors.
 
 A micro-batch of an updating query holds the new version of every key it changed (Spark's
 update mode), with a boolean ``keep`` column when the query has HAVING (False: the key no
@@ -19,6 +19,13 @@ the result columns, ``_op``, ``_batch_id``, ``_commit_version``); and each file 
 that changes is rewritten without it, with the new rows in new files. The driver commits the
 changelog's files, then the table's removes and adds as one Delta commit.
 
+A batch of at most `driver_rows` rows (DRIVER_ROWS, config `driver_merge_max_rows`) whose
+candidate files hold at most `driver_bytes` of Parquet is collected by one Spark job and
+MERGEd in this process instead (delta/upsert_driver.py: the same changes and files, no further
+Spark job). The four Spark jobs cost seconds per batch on a small machine; collecting a
+100,000-row batch and its candidate files costs tens of MB of the driver's memory, which a
+larger batch would not be bounded by.
+
 Both commits carry the Delta app transaction ``(app_id, batch_id)``, changelog first: a
 batch is done when the table has it; a crash between the two commits leaves the table as it
 was, so the replayed batch derives the same changes, skips the changelog commit and commits
@@ -35,7 +42,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import timedelta
 from typing import Sequence
 from urllib.parse import unquote
 
@@ -47,6 +53,7 @@ from deltalake.transaction import RemoveAction
 from ..faults import fault_point
 from ..layout import changelog_path
 from . import upsert_driver as driver
+from .pruning import candidate_actions, candidate_files
 from .sink import META_KEY, add_actions, append_files, batch_prefix, remove_orphans
 from .source import FORMAT
 from .upsert_driver import KEEP, SEQ
@@ -75,47 +82,6 @@ def changelog_schema(schema: pa.Schema, restarts: bool = False) -> pa.Schema:
 def quote(name: str) -> str:
     """A column name quoted for delta-rs predicates (DataFusion SQL)."""
     return '"' + name.replace('"', '""') + '"'
-
-
-def candidate_files(table: DeltaTable, bounds: pa.Table, keys: Sequence[str]) -> list[str]:
-    """The paths of the table's files that may hold a row of a key in the batch."""
-    return _candidates(table, bounds, keys).column("path").to_pylist()
-
-
-def _candidates(table: DeltaTable, bounds: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """The add actions of the table's files that may hold a row of a key in the batch: `bounds` has
-    one row, per key column k the batch's `min_k`, `max_k` and `nulls_k` (a count). A file
-    is ruled out when its statistics put some key column wholly outside the batch's range
-    (and it has no NULL there that a NULL of the batch could match); files without
-    statistics are kept."""
-    actions = pa.table(table.get_add_actions(flatten=True))
-    keep = pa.array([True] * actions.num_rows, pa.bool_())
-    for k in keys:
-        lo, hi = bounds.column(f"min_{k}")[0], bounds.column(f"max_{k}")[0]
-        nulls = bounds.column(f"nulls_{k}")[0].as_py() or 0
-        names = (f"min.{k}", f"max.{k}", f"null_count.{k}")
-        if not all(n in actions.column_names for n in names):
-            continue
-        mins, maxs, null_count = (actions.column(n) for n in names)
-        if pa.types.is_floating(mins.type):
-            continue  # NaN: Spark's max puts it above all numbers, the statistics leave it out
-        if pa.types.is_timestamp(maxs.type):  # Delta writers truncate the max to milliseconds
-            slack = pa.scalar(timedelta(microseconds=999))
-            maxs = pc.add(maxs, slack.cast(pa.duration(maxs.type.unit), safe=False))
-        if lo.is_valid:
-            try:
-                lo, hi = lo.cast(mins.type), hi.cast(maxs.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                continue  # statistics of another type: no pruning on this column
-            overlap = pc.fill_null(
-                pc.and_(pc.less_equal(mins, hi), pc.greater_equal(maxs, lo)), True
-            )
-        else:
-            overlap = pa.array([False] * actions.num_rows, pa.bool_())
-        if nulls:
-            overlap = pc.or_(overlap, pc.fill_null(pc.greater(null_count, 0), True))
-        keep = pc.and_(keep, overlap)
-    return actions.filter(keep)
 
 
 class UpsertCommitter:
@@ -287,7 +253,7 @@ class UpsertCommitter:
             bounds = candidates = None
             if local is not None:
                 bounds = driver.bounds(local, self.keys)
-                candidates = _candidates(table, bounds, self.keys) if local.num_rows else None
+                candidates = candidate_actions(table, bounds, self.keys) if local.num_rows else None
                 size = pc.sum(candidates.column("size_bytes")).as_py() if candidates else 0
                 if (size or 0) <= self.driver_bytes:
                     self.paths.append("driver")
