@@ -1,10 +1,12 @@
 """The upsert sink's copy-on-write MERGE (delta/upsert.py) on real Delta tables, with Spark but
 without dbt: NULL and date keys, unchanged rows, HAVING deletes, repeated keys, a replayed
-batch; which files a batch rewrites; and the candidate files' pruning by statistics."""
+batch; which files a batch rewrites; and the candidate files' pruning by statistics. Each on
+both paths: in the dbt process (small batches, delta/upsert_driver.py) and by Spark jobs."""
 
 import datetime as dt
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable
 
 from dbt.adapters.spark_streaming.delta.sink import create_table
@@ -44,11 +46,15 @@ def log_rows(path):
     ]
 
 
-def test_changes_and_exactly_once(tmp_path):
+PATHS = {"driver": 100_000, "executors": 0}  # driver_rows that sends every batch down the path
+
+
+@pytest.mark.parametrize("where", list(PATHS))
+def test_changes_and_exactly_once(tmp_path, where):
     path = str(tmp_path / "t")
     create_table(path, SCHEMA, {"batch_id": None})
     create_changelog(path, SCHEMA)
-    sink = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], "__keep")
+    sink = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], "__keep", driver_rows=PATHS[where])
     d1, d2 = dt.date(2020, 1, 1), dt.date(2020, 1, 2)
     assert (
         sink.commit(
@@ -84,25 +90,29 @@ def test_changes_and_exactly_once(tmp_path):
     # batch 2 is committed: a replay is recognised, and every commit is one table version
     assert sink.committed(2) and not sink.committed(3)
     assert DeltaTable(path).version() == 3
+    assert sink.paths == [where] * 3
 
 
 def files(path):
     return set(pa.table(DeltaTable(path).get_add_actions()).column("path").to_pylist())
 
 
-def test_only_files_with_changed_keys_are_rewritten(tmp_path):
+@pytest.mark.parametrize("where", list(PATHS))
+def test_only_files_with_changed_keys_are_rewritten(tmp_path, where):
     """Batch 1 writes two files (one per Spark task); batch 2 changes a key of one of them:
     that file is replaced (removed, its other rows rewritten), the other stays."""
     path = str(tmp_path / "t")
     create_table(path, SCHEMA, {"batch_id": None})
     create_changelog(path, SCHEMA)
-    sink = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], None)
+    sink = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], None, driver_rows=0)
     d1, d2 = dt.date(2020, 1, 1), dt.date(2020, 6, 1)
     rows = [(d1, "a", 1), (d1, "b", 2), (d2, "a", 3), (d2, "b", 4)]
     sink.commit(batch(rows).repartition(2, "day"), 0, {"batch_id": 0})
     before = files(path)
     assert len(before) == 2 and table_rows(path) == sorted(rows, key=str)
+    sink.driver_rows = PATHS[where]
     assert sink.commit(batch([(d2, "b", 40), (d2, "a", 3)]), 1, {"batch_id": 1}) == 2
+    assert sink.paths == ["executors", where]
     after = files(path)
     assert len(before & after) == 1  # the file of d1 is untouched
     assert table_rows(path) == sorted(
@@ -150,3 +160,78 @@ def test_candidate_files_are_pruned_by_statistics(tmp_path):
         if r["null_count.k"]
     ]
     assert candidate_files(table, null_only, ["k"]) == [with_null]
+
+
+def test_thresholds_choose_the_path(tmp_path):
+    """A batch above driver_rows, or whose candidate files hold more than driver_bytes, goes to
+    the executors; an Arrow batch (state_ttl's) is MERGEd in place when small. Float values:
+    NaN is equal to NaN (no change logged), as Spark's <=> says."""
+    schema = pa.schema([("k", pa.string()), ("x", pa.float64())])
+    path = str(tmp_path / "t")
+    create_table(path, schema, {"batch_id": None})
+    create_changelog(path, schema)
+    sink = UpsertCommitter(path, "app", schema, ["k"], None, driver_rows=2)
+    spark = get_spark()
+    rows = pa.table({"k": ["a", "b", "c"], "x": [float("nan"), 1.0, None]})
+    assert sink.commit(spark.createDataFrame(rows), 0, {}) == 3  # 3 rows > 2
+    assert sink.commit(spark.createDataFrame(rows.slice(0, 2)), 1, {}) == 0  # NaN = NaN
+    sink.driver_bytes = 0  # the candidate file is larger
+    assert sink.commit(spark.createDataFrame(rows.slice(1, 2)), 2, {}) == 0
+    sink.driver_bytes = 1 << 20
+    changed = pa.table({"k": ["a", "c"], "x": [2.0, float("nan")]})
+    assert sink.commit(changed, 3, {}) == 4  # an Arrow batch, on the driver
+    sink.driver_rows = 1  # an Arrow batch above driver_rows goes to the executors
+    assert sink.commit(pa.table({"k": ["b", "d"], "x": [1.0, 5.0]}), 4, {}) == 1
+    assert sink.paths == ["executors", "driver", "executors", "driver", "executors"]
+    got = sorted((r["k"], r["x"]) for r in DeltaTable(path).to_pyarrow_table().to_pylist())
+    assert got[:2] == [("a", 2.0), ("b", 1.0)] and got[2][0] == "c" and got[2][1] != got[2][1]
+    assert got[3] == ("d", 5.0)
+    ops = sorted(
+        (r["k"], r["_op"]) for r in DeltaTable(changelog_path(path)).to_pyarrow_table().to_pylist()
+    )
+    assert ops == sorted(
+        [("a", "+I"), ("b", "+I"), ("c", "+I"), ("a", "-U"), ("a", "+U"), ("c", "-U"), ("c", "+U")]
+        + [("d", "+I")]
+    )
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("where", list(PATHS))
+def test_replay_after_a_crash_mid_write(tmp_path, monkeypatch, where):
+    """A crash after the changelog's commit and the table's files are written (during_write):
+    the replay by a new committer logs nothing twice, commits the table, and deletes the
+    files the crashed attempt wrote."""
+    from dbt.adapters.spark_streaming.delta import upsert
+
+    path = str(tmp_path / "t")
+    create_table(path, SCHEMA, {"batch_id": None})
+    create_changelog(path, SCHEMA)
+    d1 = dt.date(2020, 1, 1)
+    sink = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], None, driver_rows=PATHS[where])
+    sink.commit(batch([(d1, "a", 1), (d1, "b", 2)]), 0, {})
+    before = files(path)
+
+    def crash(point, batch_id):
+        if point == "during_write":
+            raise Crash()
+
+    monkeypatch.setattr(upsert, "fault_point", crash)
+    with pytest.raises(Crash):
+        sink.commit(batch([(d1, "a", 10), (d1, "c", 3)]), 1, {})
+    monkeypatch.undo()
+    on_disk = {p.name for p in (tmp_path / "t").glob("*.parquet")}
+    assert len(on_disk) > len(files(path)) and not sink.committed(1)
+    again = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], None, driver_rows=PATHS[where])
+    assert again.commit(batch([(d1, "a", 10), (d1, "c", 3)]), 1, {}) == 3
+    assert again.paths == [where]
+    assert table_rows(path) == [(d1, "a", 10), (d1, "b", 2), (d1, "c", 3)]
+    assert sorted(r[2:4] for r in log_rows(path) if r[-1] == 1) == [
+        (1, "-U"),
+        (3, "+I"),
+        (10, "+U"),
+    ]
+    # batch 1's files on disk are those of its commit (batch 0's removed file stays until VACUUM)
+    assert {p.name for p in (tmp_path / "t").glob("part-00001-*")} == files(path) - before

@@ -1,5 +1,5 @@
 """Exactly-once upserts of micro-batches into a keyed Delta table, with its changelog: a
-copy-on-write MERGE whose reads, joins and writes run as Spark jobs on the executors.
+copy-on-write MERGE, in the dbt process for a small batch, else as Spark jobs on the executors.
 
 A micro-batch of an updating query holds the new version of every key it changed (Spark's
 update mode), with a boolean ``keep`` column when the query has HAVING (False: the key no
@@ -19,6 +19,13 @@ the result columns, ``_op``, ``_batch_id``, ``_commit_version``); and each file 
 that changes is rewritten without it, with the new rows in new files. The driver commits the
 changelog's files, then the table's removes and adds as one Delta commit.
 
+A batch of at most `driver_rows` rows (DRIVER_ROWS, config `driver_merge_max_rows`) whose
+candidate files hold at most `driver_bytes` of Parquet is collected by one Spark job and
+MERGEd in this process instead (delta/upsert_driver.py: the same changes and files, no further
+Spark job). The four Spark jobs cost seconds per batch on a small machine; collecting a
+100,000-row batch and its candidate files costs tens of MB of the driver's memory, which a
+larger batch would not be bounded by.
+
 Both commits carry the Delta app transaction ``(app_id, batch_id)``, changelog first: a
 batch is done when the table has it; a crash between the two commits leaves the table as it
 was, so the replayed batch derives the same changes, skips the changelog commit and commits
@@ -35,7 +42,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import timedelta
 from typing import Sequence
 from urllib.parse import unquote
 
@@ -46,8 +52,11 @@ from deltalake.transaction import RemoveAction
 
 from ..faults import fault_point
 from ..layout import changelog_path
+from . import upsert_driver as driver
+from .pruning import candidate_actions, candidate_files
 from .sink import META_KEY, add_actions, append_files, batch_prefix, remove_orphans
 from .source import FORMAT
+from .upsert_driver import KEEP, SEQ
 from .writer import write_files
 
 OP, BATCH, VERSION = "_op", "_batch_id", "_commit_version"
@@ -55,6 +64,10 @@ RESTARTED = "_restarted"  # state_ttl models: the change restarted a key whose s
 RESTARTED_FLAG = "__restarted"  # ...the column of a state_ttl batch that says so
 FILE = "__dss_file"  # the table file a current row was read from
 OLD = "__dss_old_"  # prefix of the current row's columns, matched with the new row's
+# Batches of at most DRIVER_ROWS rows whose candidate files hold at most DRIVER_BYTES (Parquet)
+# are MERGEd in the dbt process (delta/upsert_driver.py), larger ones by Spark jobs.
+DRIVER_ROWS = 100_000
+DRIVER_BYTES = 64 << 20
 
 
 def changelog_schema(schema: pa.Schema, restarts: bool = False) -> pa.Schema:
@@ -71,42 +84,6 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def candidate_files(table: DeltaTable, bounds: pa.Table, keys: Sequence[str]) -> list[str]:
-    """The paths of the table's files that may hold a row of a key in the batch: `bounds` has
-    one row, per key column k the batch's `min_k`, `max_k` and `nulls_k` (a count). A file
-    is ruled out when its statistics put some key column wholly outside the batch's range
-    (and it has no NULL there that a NULL of the batch could match); files without
-    statistics are kept."""
-    actions = pa.table(table.get_add_actions(flatten=True))
-    keep = pa.array([True] * actions.num_rows, pa.bool_())
-    for k in keys:
-        lo, hi = bounds.column(f"min_{k}")[0], bounds.column(f"max_{k}")[0]
-        nulls = bounds.column(f"nulls_{k}")[0].as_py() or 0
-        names = (f"min.{k}", f"max.{k}", f"null_count.{k}")
-        if not all(n in actions.column_names for n in names):
-            continue
-        mins, maxs, null_count = (actions.column(n) for n in names)
-        if pa.types.is_floating(mins.type):
-            continue  # NaN: Spark's max puts it above all numbers, the statistics leave it out
-        if pa.types.is_timestamp(maxs.type):  # Delta writers truncate the max to milliseconds
-            slack = pa.scalar(timedelta(microseconds=999))
-            maxs = pc.add(maxs, slack.cast(pa.duration(maxs.type.unit), safe=False))
-        if lo.is_valid:
-            try:
-                lo, hi = lo.cast(mins.type), hi.cast(maxs.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                continue  # statistics of another type: no pruning on this column
-            overlap = pc.fill_null(
-                pc.and_(pc.less_equal(mins, hi), pc.greater_equal(maxs, lo)), True
-            )
-        else:
-            overlap = pa.array([False] * actions.num_rows, pa.bool_())
-        if nulls:
-            overlap = pc.or_(overlap, pc.fill_null(pc.greater(null_count, 0), True))
-        keep = pc.and_(keep, overlap)
-    return actions.filter(keep).column("path").to_pylist()
-
-
 class UpsertCommitter:
     """Applies update-mode micro-batches to the keyed table at `path` and its changelog."""
 
@@ -118,11 +95,15 @@ class UpsertCommitter:
         keys: Sequence[str],
         keep: str | None,
         restarts: bool = False,
+        driver_rows: int = DRIVER_ROWS,
+        driver_bytes: int = DRIVER_BYTES,
     ):
         self.path, self.app_id, self.schema = path, app_id, schema
         self.keys, self.keep, self.restarts = list(keys), keep, restarts
+        self.driver_rows, self.driver_bytes = driver_rows, driver_bytes
         self.changelog = changelog_path(path)
         self._swept = False  # orphans of a crashed attempt are looked for once per run
+        self.paths: list[str] = []  # the path each batch of this run took ("driver", "executors")
 
     def committed(self, batch_id: int) -> bool:
         last = DeltaTable(self.path).transaction_version(self.app_id)
@@ -138,32 +119,50 @@ class UpsertCommitter:
             .load(self.path)
         )
 
-    def _new_rows(self, batch_df):
-        """The batch as the table's columns, with `__keep` (and RESTARTED_FLAG), one row per
-        key: the last (an append-only query's rows may repeat a unique_key; update-mode
-        batches hold each key once)."""
-        from pyspark.sql import Window
+    def _rows(self, batch_df):
+        """The batch as the table's columns, with `__keep`, RESTARTED_FLAG (state_ttl) and
+        `__seq` (the batch's order)."""
         from pyspark.sql import functions as F
 
         keep = F.coalesce(F.col(self.keep), F.lit(False)) if self.keep else F.lit(True)
-        columns = [F.col(c) for c in self.schema.names] + [keep.alias("__keep")]
+        columns = [F.col(c) for c in self.schema.names] + [keep.alias(KEEP)]
         if self.restarts:
             flag = F.coalesce(F.col(RESTARTED_FLAG), F.lit(False))
             columns.append(flag.alias(RESTARTED_FLAG))
-        last = Window.partitionBy(*self.keys).orderBy(F.col("__seq").desc())
+        return batch_df.select(*columns, F.monotonically_increasing_id().alias(SEQ))
+
+    def _local_rows(self, batch: pa.Table) -> pa.Table:
+        """`_rows` of a batch already in this process (Arrow), one row per key: the last."""
+        out = driver.conform_rows(batch, self.schema)
+        keep = (
+            pc.fill_null(batch.column(self.keep), False)
+            if self.keep
+            else pa.array([True] * batch.num_rows, pa.bool_())
+        )
+        out = out.append_column(KEEP, keep)
+        if self.restarts:
+            flag = pc.fill_null(batch.column(RESTARTED_FLAG), False)
+            out = out.append_column(RESTARTED_FLAG, flag)
+        return driver.last_per_key(out, self.keys)
+
+    def _new_rows(self, rows):
+        """`_rows` with one row per key: the last (an append-only query's rows may repeat a
+        unique_key; update-mode batches hold each key once)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        last = Window.partitionBy(*self.keys).orderBy(F.col(SEQ).desc())
         return (
-            batch_df.withColumn("__seq", F.monotonically_increasing_id())  # the batch's order
-            .withColumn("__last", F.row_number().over(last))
+            rows.withColumn("__last", F.row_number().over(last))
             .where("__last = 1")
-            .select(*columns)
+            .drop("__last", SEQ)
         )
 
-    def _matched(self, new, table: DeltaTable, bounds: pa.Table):
+    def _matched(self, new, table: DeltaTable, candidates: list[str]):
         """`new` with the table's current row of each key (OLD columns, FILE; NULL if none)
         and the flags __ins, __upd, __del."""
         from pyspark.sql import functions as F
 
-        candidates = candidate_files(table, bounds, self.keys)
         current = self._read(new.sparkSession, table.version(), candidates).select(
             *[F.col(c).alias(OLD + c) for c in self.schema.names], FILE
         )
@@ -179,7 +178,7 @@ class UpsertCommitter:
                     else ~F.col(f.name).eqNullSafe(F.col(OLD + f.name))
                 )
                 changed = changed | differs
-        keep = F.col("__keep")
+        keep = F.col(KEEP)
         return joined.select(
             "*",
             (~found & keep).alias("__ins"),
@@ -221,31 +220,109 @@ class UpsertCommitter:
         kept = kept.join(gone, [kept[k].eqNullSafe(gone[OLD + k]) for k in self.keys], "left_anti")
         return kept.unionByName(matched.where("__ins OR __upd").select(*names))
 
-    def commit(self, batch_df, batch_id: int, metadata: dict) -> int:
-        """Apply the rows of `batch_df` (a Spark DataFrame) as the commit of `batch_id`; returns
-        the number of changelog rows. A state_ttl model's batch has a RESTARTED_FLAG column
-        (True: the key's state had expired), which the changelog records."""
+    def commit(self, batch, batch_id: int, metadata: dict) -> int:
+        """Apply the rows of `batch` (a Spark DataFrame, or an Arrow table already in this
+        process) as the commit of `batch_id`; returns the number of changelog rows. A state_ttl
+        model's batch has a RESTARTED_FLAG column (True: the key's state had expired), which the
+        changelog records. A batch of at most `driver_rows` rows whose candidate files hold at
+        most `driver_bytes` is MERGEd here (delta/upsert_driver.py), a larger one by Spark jobs
+        on the executors."""
         from pyspark import StorageLevel
-        from pyspark.sql import functions as F
 
         fault_point("before_write", batch_id)
         table = DeltaTable(self.path)
+        rows = local = None
+        if isinstance(batch, pa.Table):
+            if batch.num_rows <= self.driver_rows:
+                local = self._local_rows(batch)
+            else:
+                from pyspark.sql import SparkSession
+
+                spark = SparkSession.active()
+                rows = self._rows(spark.createDataFrame(batch))
+        else:
+            rows = self._rows(batch)
+            if self.driver_rows > 0:
+                rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+                head = rows.limit(self.driver_rows + 1).toArrow()  # one Spark job
+                if head.num_rows <= self.driver_rows:
+                    others = [KEEP, SEQ] + ([RESTARTED_FLAG] if self.restarts else [])
+                    head = driver.conform_rows(head, self.schema, others)
+                    local = driver.last_per_key(head, self.keys)
+        try:
+            bounds = candidates = None
+            if local is not None:
+                bounds = driver.bounds(local, self.keys)
+                candidates = candidate_actions(table, bounds, self.keys) if local.num_rows else None
+                size = pc.sum(candidates.column("size_bytes")).as_py() if candidates else 0
+                if (size or 0) <= self.driver_bytes:
+                    self.paths.append("driver")
+                    files = [] if candidates is None else candidates.column("path").to_pylist()
+                    return self._commit_local(local, table, files, batch_id, metadata)
+                if rows is None:
+                    from pyspark.sql import SparkSession
+
+                    rows = self._rows(SparkSession.active().createDataFrame(batch))
+            self.paths.append("executors")
+            return self._commit_spark(rows, table, bounds, batch_id, metadata)
+        finally:
+            if rows is not None:
+                rows.unpersist()
+
+    def _commit_local(
+        self, new: pa.Table, table: DeltaTable, files: list[str], batch_id: int, metadata: dict
+    ) -> int:
+        """The batch MERGEd in this process (delta/upsert_driver.py)."""
         version, prefix = table.version() + 1, batch_prefix(batch_id)
-        new = self._new_rows(batch_df).persist(StorageLevel.MEMORY_AND_DISK)
+        merge = driver.Merge(
+            new, files, driver.read_files(self.path, files, self.schema), self.schema, self.keys
+        )
+        count, touched = merge.count(), merge.touched()
+        logged = DeltaTable(self.changelog).transaction_version(self.app_id)
+        if count and (logged is None or logged < batch_id):
+            n = new.num_rows
+            extra = {
+                BATCH: pa.array([batch_id] * n, pa.int64()),
+                VERSION: pa.array([version] * n, pa.int64()),
+            }
+            if self.restarts:
+                extra[RESTARTED] = new.column(RESTARTED_FLAG).combine_chunks()
+            schema = changelog_schema(self.schema, self.restarts)
+            self._commit_log(
+                driver.write(merge.changes(extra), self.changelog, schema, prefix), batch_id
+            )
+        written = []
+        if touched or count:
+            written = driver.write(merge.rewritten(), self.path, self.schema, prefix)
+        self._commit_table(table, written, touched, batch_id, metadata)
+        return count
+
+    def _commit_spark(
+        self, rows, table: DeltaTable, bounds: pa.Table | None, batch_id: int, metadata: dict
+    ) -> int:
+        """The batch MERGEd by Spark jobs on the executors."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        version = table.version() + 1
+        new = self._new_rows(rows).persist(StorageLevel.MEMORY_AND_DISK)
         matched = None
         try:
-            aggregates = [F.count(F.lit(1)).alias("rows")]
-            for k in self.keys:
-                aggregates += [
-                    F.min(k).alias(f"min_{k}"),
-                    F.max(k).alias(f"max_{k}"),
-                    F.count_if(F.col(k).isNull()).alias(f"nulls_{k}"),
-                ]
-            bounds = new.agg(*aggregates).toArrow()
+            if bounds is None:
+                aggregates = [F.count(F.lit(1)).alias("rows")]
+                for k in self.keys:
+                    aggregates += [
+                        F.min(k).alias(f"min_{k}"),
+                        F.max(k).alias(f"max_{k}"),
+                        F.count_if(F.col(k).isNull()).alias(f"nulls_{k}"),
+                    ]
+                bounds = new.agg(*aggregates).toArrow()
             touched: list[str] = []
             count = 0
             if bounds.column("rows")[0].as_py():
-                matched = self._matched(new, table, bounds).persist(StorageLevel.MEMORY_AND_DISK)
+                candidates = candidate_files(table, bounds, self.keys)
+                matched = self._matched(new, table, candidates)
+                matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
                 per_file = (
                     matched.groupBy(FILE)
                     .agg(
@@ -262,40 +339,51 @@ class UpsertCommitter:
                     self._log(self._changes(matched, batch_id, version), batch_id)
             files = []
             if touched or count:
+                prefix = batch_prefix(batch_id)
                 files = write_files(
                     self._rewrite(matched, table, touched), self.path, self.schema, prefix
                 )
-            fault_point("during_write", batch_id)  # changelog committed, table files written
-            self._sweep(self.path, prefix, files)
-            # the log's paths are URL-encoded; delta-rs encodes a remove's path itself
-            removes = [RemoveAction(unquote(p), True, int(time.time() * 1000)) for p in touched]
-            table.create_write_transaction(  # every batch commits: the table records what was read
-                [*add_actions(files), *removes],
-                mode="append",
-                schema=self.schema,
-                commit_properties=CommitProperties(
-                    app_transactions=[Transaction(self.app_id, batch_id)],
-                    custom_metadata={META_KEY: json.dumps(metadata)},
-                ),
-            )
-            self._swept = True
-            fault_point("after_delta_commit", batch_id)
+            self._commit_table(table, files, touched, batch_id, metadata)
             return count
         finally:
             new.unpersist()
             if matched is not None:
                 matched.unpersist()
 
+    def _commit_table(
+        self, table: DeltaTable, files: list[dict], touched: list[str], batch_id: int, meta: dict
+    ) -> None:
+        """Commit the removes of `touched` and the adds of `files` as the batch's table commit."""
+        fault_point("during_write", batch_id)  # changelog committed, table files written
+        self._sweep(self.path, batch_prefix(batch_id), files)
+        # the log's paths are URL-encoded; delta-rs encodes a remove's path itself
+        removes = [RemoveAction(unquote(p), True, int(time.time() * 1000)) for p in touched]
+        table.create_write_transaction(  # every batch commits: the table records what was read
+            [*add_actions(files), *removes],
+            mode="append",
+            schema=self.schema,
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(self.app_id, batch_id)],
+                custom_metadata={META_KEY: json.dumps(meta)},
+            ),
+        )
+        self._swept = True
+        fault_point("after_delta_commit", batch_id)
+
     def _log(self, changes, batch_id: int) -> None:
         """Write and commit the batch's changelog rows."""
-        prefix = batch_prefix(batch_id)
         schema = changelog_schema(self.schema, self.restarts)
-        files = write_files(changes, self.changelog, schema, prefix)
-        self._sweep(self.changelog, prefix, files)
+        self._commit_log(
+            write_files(changes, self.changelog, schema, batch_prefix(batch_id)), batch_id
+        )
+
+    def _commit_log(self, files: list[dict], batch_id: int) -> None:
+        """Commit the batch's changelog files."""
+        self._sweep(self.changelog, batch_prefix(batch_id), files)
         append_files(
             self.changelog,
             files,
-            schema,
+            changelog_schema(self.schema, self.restarts),
             CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)]),
         )
 

@@ -50,8 +50,8 @@ def _stored(
 
 
 def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_keys: list[str]):
-    """(result rows, with RESTARTED_FLAG true for the keys that started afresh, as a DataFrame for
-    delta/upsert.py; the merged partials to store; the number of restarted keys)."""
+    """(result rows, with RESTARTED_FLAG true for the keys that started afresh, as an Arrow table
+    for delta/upsert.py; the merged partials to store; the number of restarted keys)."""
     spark, keys = batch_df.sparkSession, list(plan.upsert.partials.keys)
     partial = _step(plan, "partial", batch_df, name).toArrow()  # reads the batch
     live, expired = _stored(table_path, partial, keys, batch_ts_ms - plan.upsert.partials.ttl_ms)
@@ -74,4 +74,4 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
         restarted = set(key_tuples(again, result_keys))
     rows = rows.toArrow()
     flags = pa.array([k in restarted for k in key_tuples(rows, result_keys)], pa.bool_())
-    return spark.createDataFrame(rows.append_column(RESTARTED_FLAG, flags)), merged, len(restarted)
+    return rows.append_column(RESTARTED_FLAG, flags), merged, len(restarted)

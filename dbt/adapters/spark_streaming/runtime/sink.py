@@ -72,6 +72,7 @@ class ModelSink:
         ]
         self.arrow_schema = types.arrow_schema(columns)
         self.keys = upsert.key_columns(plan, [c for c, _ in columns])  # [] for a streaming_view
+        self.driver_rows = upsert.driver_merge_rows(model.config)  # before the stream starts
         self.base_meta = {
             "fingerprint": plan.fingerprint,
             "model": model.name,
@@ -128,6 +129,7 @@ class ModelSink:
                 self.keys,
                 self.keep,
                 restarts=self.partials is not None,
+                driver_rows=self.driver_rows,
             )
             if self.keys
             else BatchCommitter(self.build, app_id, self.arrow_schema)

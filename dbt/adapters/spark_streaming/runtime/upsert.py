@@ -9,6 +9,7 @@ from typing import Any
 
 from ..delta.source import FORMAT
 from ..delta.storage import is_delta
+from ..delta.upsert import DRIVER_ROWS
 from ..errors import config_error
 from ..layout import changelog_path
 from .catalog import register_location
@@ -56,6 +57,19 @@ def names_config(config: Mapping[str, Any], key: str) -> list[str]:
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
         raise config_error(key, value, "a name or a list of names")
     return [n.lower() for n in names]
+
+
+def driver_merge_rows(config: Mapping[str, Any]) -> int:
+    """Config `driver_merge_max_rows`: micro-batches of at most this many rows are MERGEd in the
+    dbt process when their candidate files are small (delta/upsert.py); 0: always by Spark."""
+    value = config.get("driver_merge_max_rows")
+    if value is None:
+        return DRIVER_ROWS
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise config_error(
+            "driver_merge_max_rows", value, "a number of rows, >= 0 (0: always by Spark jobs)"
+        )
+    return value
 
 
 def emit_early(config: Mapping[str, Any], materialization: str) -> bool:
