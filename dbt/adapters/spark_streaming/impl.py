@@ -45,7 +45,36 @@ class SparkStreamingAdapter(SparkAdapter):
         )
 
     def _session(self):
+        """(SparkSession, Catalog); the session starts on first use (runtime/catalog.py)."""
         return session_and_catalog(self.config.credentials)
+
+    # The relation cache and schemas come from the warehouse directories, without Spark.
+
+    def list_relations_without_caching(self, schema_relation: BaseRelation) -> list:
+        from dbt.adapters.base.relation import RelationType
+
+        from .runtime.relations import list_relations
+
+        schema = schema_relation.schema
+        return [
+            self.Relation.create(
+                schema=schema,
+                identifier=identifier,
+                type=RelationType(kind),
+                information=info,
+                is_delta=kind == "table",
+            )
+            for identifier, kind, info in list_relations(self._session()[1], schema)
+        ]
+
+    def list_schemas(self, database: str) -> list[str]:
+        return sorted(self._session()[1].schemas())
+
+    def check_schema_exists(self, database: str, schema: str) -> bool:
+        return schema.lower() in self._session()[1].schemas()
+
+    def create_schema(self, relation: BaseRelation) -> None:
+        self._session()[1].create_schema(relation.schema)
 
     @available
     def delta_location(self, relation: BaseRelation) -> str:
