@@ -23,6 +23,7 @@ want it). What dbt lists (its relation cache) comes from the warehouse directori
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from dbt.adapters.events.logging import AdapterLogger
@@ -60,6 +61,7 @@ class Catalog:
         self._start = spark if callable(spark) else None
         self.session = LazySession(self)  # a SparkSession whose `sql` binds on demand
         self._schemas: set[str] = set()  # created by create_schema in this process
+        self._views: set[tuple[str, str]] = set()  # views this catalog defined in Spark
         self.warehouse = storage.normalize(warehouse_path)  # a directory or an s3:// URI
         self.checkpoint_root = checkpoint_root and storage.normalize(checkpoint_root)
         # where locks and runners live: local (or shared) even when the warehouse is not
@@ -89,15 +91,24 @@ class Catalog:
         before anything executes, so a statement runs once."""
         from pyspark.errors import AnalysisException
 
+        spark = self.spark
+        with self._lock:
+            unbound = _named_relations(text) - set(self._bound) - self._views
+        for schema, identifier in sorted(unbound):
+            self.resolve(schema, identifier)
         tried: set[tuple[str, str]] = set()
-        while True:
+        while True:  # names the parse above missed (or a view's own)
+            quiet = logging.getLogger("SQLQueryContextLogger")
+            quiet.disabled = True  # PySpark logs each AnalysisException: not the ones we resolve
             try:
-                return self.spark.sql(text, *args, **kwargs)
+                return spark.sql(text, *args, **kwargs)
             except AnalysisException as exc:
                 name = _missing_relation(exc)
                 if name is None or name in tried or not self.resolve(*name):
                     raise
                 tried.add(name)
+            finally:
+                quiet.disabled = False
 
     def resolve(self, schema: str, identifier: str) -> bool:
         """Bind `schema`.`identifier` from the warehouse: its Delta table (or a source's
@@ -238,6 +249,7 @@ class Catalog:
 
     def define_view(self, schema: str, identifier: str, sql: str) -> None:
         """Create or replace the Spark view `schema`.`identifier` (Spark checks the SQL)."""
+        self._views.add((schema.lower(), identifier.lower()))  # also: no resolving it meanwhile
         self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{schema}`")
         self.sql(f"CREATE OR REPLACE VIEW `{schema}`.`{identifier}` AS\n{sql}")
 
@@ -287,6 +299,32 @@ def _schema_dirs(warehouse: str, tables: bool = True) -> list[tuple[str, list[st
         for schema in storage.list_dirs(warehouse)
         if not schema.startswith((".", "_"))
     ]
+
+
+def _named_relations(text: str) -> set[tuple[str, str]]:
+    """(schema, identifier) of each schema-qualified table a statement names, as far as sqlglot
+    parses it (nothing if it cannot): bound before Spark analyses the statement."""
+    import sqlglot
+    from sqlglot import exp
+
+    quiet = logging.getLogger("sqlglot")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # "unsupported syntax, parsed as a Command": nothing to bind
+    try:
+        trees = sqlglot.parse(text, read="spark")
+    except Exception:  # noqa: BLE001 - Spark reports the names it misses (Catalog.sql)
+        return set()
+    finally:
+        quiet.setLevel(level)
+    out = set()
+    for tree in trees:
+        if tree is None or isinstance(tree, exp.Drop):  # a drop reads nothing
+            continue
+        created = tree.find(exp.Table) if isinstance(tree, exp.Create) else None
+        for t in tree.find_all(exp.Table):
+            if t.db and t.name and t is not created:
+                out.add((t.db.lower(), t.name.lower()))
+    return out
 
 
 def _missing_relation(exc) -> tuple[str, str] | None:
