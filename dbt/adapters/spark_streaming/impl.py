@@ -67,6 +67,38 @@ class SparkStreamingAdapter(SparkAdapter):
             for identifier, kind, info in list_relations(self._session()[1], schema)
         ]
 
+    def get_columns_in_relation(self, relation: BaseRelation) -> list:
+        """A Delta table's columns from its log (no Spark); a view's from Spark; [] if neither."""
+        from .runtime.relations import columns
+
+        return [
+            self.Column(
+                table_database=None,
+                table_schema=relation.schema,
+                table_name=relation.name,
+                table_type=relation.type,
+                table_owner=None,
+                column=name,
+                column_index=i,
+                dtype=dtype,
+            )
+            for i, (name, dtype) in enumerate(
+                columns(self._session()[1], relation.schema, relation.identifier)
+            )
+        ]
+
+    def _get_columns_for_catalog(self, relation: BaseRelation) -> Any:
+        """`dbt docs generate`: columns with Spark's type names as `show table extended` shows
+        them (long for bigint), as dbt-spark reads them."""
+        names = {"bigint": "long", "int": "integer", "smallint": "short", "tinyint": "byte"}
+        for column in self.get_columns_in_relation(relation):
+            row = column.to_column_dict()
+            row["column_name"] = row.pop("column", None)
+            row["column_type"] = names.get(row["dtype"], row.pop("dtype"))
+            row.pop("dtype", None)
+            row["table_database"] = None
+            yield row
+
     def list_schemas(self, database: str) -> list[str]:
         return sorted(self._session()[1].schemas())
 

@@ -36,6 +36,25 @@ def list_relations(catalog: Catalog, schema: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def columns(catalog: Catalog, schema: str, identifier: str) -> list[tuple[str, str]]:
+    """(name, Spark type) of the relation's columns: a Delta table's from its log, without
+    Spark; a view's from Spark; [] when there is no such relation."""
+    from pyspark.errors import AnalysisException
+
+    from ..delta import types
+
+    path = catalog.location(schema, identifier)
+    if is_delta(path):
+        return types.table_columns(path)
+    if not storage.exists(view_file(catalog, schema, identifier)) and not catalog.started:
+        return []
+    try:
+        df = catalog.sql(f"SELECT * FROM `{schema}`.`{identifier}` LIMIT 0")
+    except AnalysisException:
+        return []
+    return [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+
+
 def drop(catalog: Catalog, schema: str, identifier: str) -> None:
     """Drop the relation: unbind it and delete its Delta table (with its checkpoint, wherever the
     profile keeps checkpoints), or drop its view and stored SQL."""
