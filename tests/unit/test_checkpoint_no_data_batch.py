@@ -3,7 +3,11 @@ Spark 4 writes them (OffsetSeqLog v1, CommitLog v1, Hadoop `.crc` files beside).
 
 import json
 
-from dbt.adapters.spark_streaming.runtime.checkpoint import plan_no_data_batch
+from dbt.adapters.spark_streaming.runtime.checkpoint import (
+    caught_up,
+    committed_offsets,
+    plan_no_data_batch,
+)
 
 CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.multipleWatermarkPolicy": "min"}
 SOURCE = '{"table": "feed.events", "version": 1}'
@@ -55,3 +59,30 @@ def test_nothing_to_plan(tmp_path):
         (tmp_path / name).mkdir()
         assert plan_no_data_batch(checkpoint(tmp_path / name, **kwargs)) is None, name
         assert not (tmp_path / name / "offsets" / "2").exists(), name
+
+
+def test_caught_up_only_when_spark_would_run_no_batch(tmp_path):
+    """A run skips the query when its last batch is committed, owes no watermark batch, and the
+    source has no file after that batch's offset (versions 0 and 1 here)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    source = str(tmp_path / "events")
+    for i in range(2):
+        write_deltalake(source, pa.table({"x": [i]}), mode="append")
+    streams = {"feed.events": source}
+    for name in ("done", "owed", "running", "stateless"):
+        (tmp_path / name).mkdir()
+    done = checkpoint(tmp_path / "done", next_watermark_ms=1000)
+    assert committed_offsets(done) == [json.loads(SOURCE)]
+    assert caught_up(done, streams)
+    assert not caught_up(done, {"other.table": source})  # not the query's sources
+    owed = checkpoint(tmp_path / "owed")  # batch 1 advanced the watermark: a batch is owed
+    assert committed_offsets(owed) is None and not caught_up(owed, streams)
+    running = checkpoint(tmp_path / "running", committed=False)  # Spark runs batch 1 again
+    assert not caught_up(running, streams)
+    assert not caught_up(str(tmp_path / "new"), streams)  # no checkpoint: a new query
+    stateless = checkpoint(tmp_path / "stateless", state=False)  # owes nothing without state
+    assert caught_up(stateless, streams)
+    write_deltalake(source, pa.table({"x": [2]}), mode="append")  # version 2: new data
+    assert not caught_up(done, streams) and not caught_up(stateless, streams)

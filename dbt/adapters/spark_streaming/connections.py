@@ -27,17 +27,18 @@ def profile_spark(creds) -> tuple[str, dict]:
 
 
 def session_and_catalog(creds):
-    """The shared SparkSession and the Catalog of `creds.warehouse_path` (bound once)."""
+    """The Catalog of `creds.warehouse_path` and its SparkSession, which starts on first use
+    (`catalog.session`: its `sql` binds the relations a statement reads; runtime/catalog.py).
+    A `dbt run` that has nothing to do for Spark starts none."""
     from .runtime.catalog import Catalog
     from .runtime.session import get_spark
 
-    spark = get_spark(*profile_spark(creds))
     catalog = _catalogs.get(creds.warehouse_path)
     if catalog is None:
-        catalog = Catalog(spark, creds.warehouse_path, creds.checkpoint_root)
+        settings = profile_spark(creds)  # sets the storage environment, which delta-rs reads
+        catalog = Catalog(lambda: get_spark(*settings), creds.warehouse_path, creds.checkpoint_root)
         _catalogs[creds.warehouse_path] = catalog
-        catalog.bind_all()
-    return spark, catalog
+    return catalog.session, catalog
 
 
 class EmbeddedHandle:
@@ -57,10 +58,9 @@ class EmbeddedHandle:
         sql = sql.strip().rstrip(";")
         if bindings:
             sql = sql % tuple(_literal(b) for b in bindings)
-        self.catalog.bind_registered()
         self._rows = None
         try:
-            self._df = self.spark.sql(sql)
+            self._df = self.catalog.sql(sql)
         except PySparkException as exc:
             raise DbtDatabaseError(str(exc)) from exc
 
@@ -83,7 +83,8 @@ class EmbeddedHandle:
         ]
 
     def cancel(self) -> None:
-        self.spark.sparkContext.cancelAllJobs()
+        if self.catalog.started:
+            self.catalog.spark.sparkContext.cancelAllJobs()
 
     def close(self) -> None:
         self._df, self._rows = None, None

@@ -45,7 +45,68 @@ class SparkStreamingAdapter(SparkAdapter):
         )
 
     def _session(self):
+        """(SparkSession, Catalog); the session starts on first use (runtime/catalog.py)."""
         return session_and_catalog(self.config.credentials)
+
+    # The relation cache and schemas come from the warehouse directories, without Spark.
+
+    def list_relations_without_caching(self, schema_relation: BaseRelation) -> list:
+        from dbt.adapters.base.relation import RelationType
+
+        from .runtime.relations import list_relations
+
+        schema = schema_relation.schema
+        return [
+            self.Relation.create(
+                schema=schema,
+                identifier=identifier,
+                type=RelationType(kind),
+                information=info,
+                is_delta=kind == "table",
+            )
+            for identifier, kind, info in list_relations(self._session()[1], schema)
+        ]
+
+    def get_columns_in_relation(self, relation: BaseRelation) -> list:
+        """A Delta table's columns from its log (no Spark); a view's from Spark; [] if neither."""
+        from .runtime.relations import columns
+
+        return [
+            self.Column(
+                table_database=None,
+                table_schema=relation.schema,
+                table_name=relation.name,
+                table_type=relation.type,
+                table_owner=None,
+                column=name,
+                column_index=i,
+                dtype=dtype,
+            )
+            for i, (name, dtype) in enumerate(
+                columns(self._session()[1], relation.schema, relation.identifier)
+            )
+        ]
+
+    def _get_columns_for_catalog(self, relation: BaseRelation) -> Any:
+        """`dbt docs generate`: columns with Spark's type names as `show table extended` shows
+        them (long for bigint), as dbt-spark reads them."""
+        names = {"bigint": "long", "int": "integer", "smallint": "short", "tinyint": "byte"}
+        for column in self.get_columns_in_relation(relation):
+            row = column.to_column_dict()
+            row["column_name"] = row.pop("column", None)
+            row["column_type"] = names.get(row["dtype"], row.pop("dtype"))
+            row.pop("dtype", None)
+            row["table_database"] = None
+            yield row
+
+    def list_schemas(self, database: str) -> list[str]:
+        return sorted(self._session()[1].schemas())
+
+    def check_schema_exists(self, database: str, schema: str) -> bool:
+        return schema.lower() in self._session()[1].schemas()
+
+    def create_schema(self, relation: BaseRelation) -> None:
+        self._session()[1].create_schema(relation.schema)
 
     @available
     def delta_location(self, relation: BaseRelation) -> str:

@@ -1,5 +1,7 @@
-"""Spark's checkpoint of a model's query, completed before the query starts when a crash left a
-stateful query's watermark ahead of what its state emitted.
+"""Spark's checkpoint of a model's query: completed before the query starts when a crash left a
+stateful query's watermark ahead of what its state emitted (`plan_no_data_batch`), and read to
+tell whether the query would run any batch at all (`caught_up`: a run with nothing to read does
+not start it).
 
 After a data micro-batch N, Spark writes ``commits/N`` with the watermark the next batch uses
 (``nextBatchWatermarkMs``). A stateful query whose watermark advanced then runs a batch N+1 without
@@ -25,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from typing import Optional
 
 
@@ -52,6 +55,45 @@ def plan_no_data_batch(checkpoint: str, now_ms: Optional[int] = None) -> Optiona
     lines[1] = json.dumps(metadata, separators=(",", ":"))
     _write_atomically(os.path.join(checkpoint, "offsets"), latest + 1, "\n".join(lines))
     return latest + 1
+
+
+def committed_offsets(checkpoint: str) -> Optional[list]:
+    """The source offsets (one per line of the offset log) of the checkpoint's last batch, when
+    a query started now would run no batch unless a source has new data: that batch is
+    committed, and owes no batch without data for a watermark it advanced (what
+    `plan_no_data_batch` plans). None otherwise, or without a checkpoint."""
+    latest = _latest_batch(os.path.join(checkpoint, "offsets"))
+    commit = os.path.join(checkpoint, "commits", str(latest))
+    if latest is None or not os.path.isfile(commit):
+        return None
+    with open(commit, encoding="utf-8") as fh:
+        next_ms = json.loads(fh.read().split("\n")[1]).get("nextBatchWatermarkMs", 0)
+    with open(os.path.join(checkpoint, "offsets", str(latest)), encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    if _has_state(checkpoint) and next_ms > json.loads(lines[1]).get("batchWatermarkMs", 0):
+        return None
+    return [json.loads(line) for line in lines[2:] if line.strip()]
+
+
+def caught_up(checkpoint: str, streams: Mapping[str, str]) -> bool:
+    """Whether the query of `checkpoint`, started now, would run no batch: its last batch is
+    committed and owes none (`committed_offsets`), and no source (`streams`: label -> Delta
+    table) has a file after the offset that batch ended at, the test the source's latestOffset
+    makes (delta/offsets.py advance)."""
+    from ..delta.log import Log
+    from ..delta.offsets import Position, advance
+
+    ended = committed_offsets(checkpoint)
+    if ended is None:
+        return False
+    by_label = {o.get("table"): o for o in ended if isinstance(o, dict)}
+    if set(by_label) != set(streams):
+        return False
+    for label, path in streams.items():
+        log, end = Log(path), Position.parse(by_label[label])
+        if advance(end, log.latest(), log.files) != end:
+            return False
+    return True
 
 
 def _latest_batch(log: str) -> Optional[int]:

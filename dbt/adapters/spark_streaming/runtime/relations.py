@@ -23,12 +23,44 @@ def sync_schema(catalog: Catalog, schema: str) -> None:
         catalog.bind(schema, identifier)
 
 
+def list_relations(catalog: Catalog, schema: str) -> list[tuple[str, str, str]]:
+    """(identifier, 'table' | 'view', information) of the schema's relations, from the
+    warehouse without Spark (dbt's relation cache); `information` is what dbt-spark reads
+    from `show table extended` (type, provider; columns come from `describe` when asked)."""
+    out = []
+    for identifier, kind in catalog.relations(schema):
+        provider = f"delta__{schema.lower()}__{identifier}" if kind == "table" else "view"
+        info = f"Database: {schema}\nTable: {identifier}\nType: "
+        info += f"MANAGED\nProvider: {provider}\n" if kind == "table" else "VIEW\n"
+        out.append((identifier, kind, info))
+    return out
+
+
+def columns(catalog: Catalog, schema: str, identifier: str) -> list[tuple[str, str]]:
+    """(name, Spark type) of the relation's columns: a Delta table's from its log, without
+    Spark; a view's from Spark; [] when there is no such relation."""
+    from pyspark.errors import AnalysisException
+
+    from ..delta import types
+
+    path = catalog.location(schema, identifier)
+    if is_delta(path):
+        return types.table_columns(path)
+    if not storage.exists(view_file(catalog, schema, identifier)) and not catalog.started:
+        return []
+    try:
+        df = catalog.sql(f"SELECT * FROM `{schema}`.`{identifier}` LIMIT 0")
+    except AnalysisException:
+        return []
+    return [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+
+
 def drop(catalog: Catalog, schema: str, identifier: str) -> None:
     """Drop the relation: unbind it and delete its Delta table (with its checkpoint, wherever the
     profile keeps checkpoints), or drop its view and stored SQL."""
     path = catalog.location(schema, identifier)
     catalog.unbind(schema, identifier)
-    drop_view(catalog.spark, catalog, schema, identifier)
+    drop_view(catalog.session, catalog, schema, identifier)
     if catalog.checkpoint_root:  # first: see lifecycle.clear
         shutil.rmtree(catalog.checkpoint(f"{schema}.{identifier}", path), True)
     storage.remove_tree(path)
@@ -36,9 +68,11 @@ def drop(catalog: Catalog, schema: str, identifier: str) -> None:
 
 def drop_schema(catalog: Catalog, schema: str) -> None:
     """Drop every table of the schema, the schema, and its warehouse directory."""
-    for identifier in catalog.tables(schema):
+    sdir = storage.join(catalog.warehouse, schema.lower())
+    on_disk = [i for i in storage.list_dirs(sdir) if is_delta(storage.join(sdir, i))]
+    for identifier in sorted(set(catalog.tables(schema)) | set(on_disk)):
         drop(catalog, schema, identifier)
-    catalog.spark.sql(f"DROP DATABASE IF EXISTS `{schema}` CASCADE")
+    catalog.drop_schema(schema)
     storage.remove_tree(storage.join(catalog.warehouse, schema.lower()))
 
 

@@ -215,7 +215,7 @@ def stream_status(catalog) -> list[dict]:
     from ..delta.source import latest_version
 
     rows = []
-    for schema, identifier, path in sorted(catalog.bound()):
+    for schema, identifier, path in catalog.delta_tables():
         meta = last_metadata(path) or {}
         if meta.get("materialization") not in ("streaming_view", "upsert_table"):
             continue

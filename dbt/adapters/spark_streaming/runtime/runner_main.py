@@ -60,7 +60,6 @@ def main(spec_path: str) -> int:
         for (schema, identifier), location in spec["locations"]:
             register_location(schema, identifier, location)
         catalog = Catalog(spark, spec["warehouse"], spec.get("checkpoint_root"))
-        catalog.bind_all()
         run_streaming_model(spark, catalog, StreamingModel(**spec["model"]), monitor=monitor)
     except BaseException as exc:  # noqa: BLE001 - the status must say why the runner ended
         error: Any = str(exc)

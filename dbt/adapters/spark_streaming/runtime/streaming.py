@@ -25,7 +25,7 @@ from ..delta.storage import is_delta
 from ..errors import StreamingError
 from . import admission, failures, lifecycle, preflight, report, runner, upsert
 from .catalog import Catalog, registered_locations
-from .checkpoint import plan_no_data_batch
+from .checkpoint import caught_up, plan_no_data_batch
 from .equivalence import late_rows
 from .model import Places, StreamingModel, compile_model, query_change, record_query
 from .report import StreamingAdapterResponse
@@ -174,6 +174,8 @@ def _run(
     options = admission.source_options(model.config)  # max_files_per_trigger, starting_version...
     previous = _check_sources_and_state(model, plan, places, options)
     admission.check_start(options, _streams(model, plan, places), places.checkpoint)
+    if interval is None and _nothing_to_run(model, plan, places):
+        return _nothing_new(model, plan, places, previous, started)
     df = _plan_dataframe(spark, model, plan, places, options)
     sink = ModelSink(spark, model, plan, places, df.schema, started, monitor)
     if not places.rebuild:
@@ -187,6 +189,28 @@ def _run(
     query = _start(df, model, plan, places, sink, interval)
     _wait(query, model, places, monitor)
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
+
+
+def _nothing_to_run(model: StreamingModel, plan, places: Places) -> bool:
+    """Whether the query, started now with the available-now trigger, would run no batch
+    (checkpoint.caught_up): then the run need not start it, nor Spark."""
+    streams = _streams(model, plan, places)
+    return not model.full_refresh and bool(streams) and caught_up(places.checkpoint, streams)
+
+
+def _nothing_new(
+    model: StreamingModel, plan, places: Places, previous: dict, started: float
+) -> StreamingAdapterResponse:
+    """The response of a run that had nothing to read (logged as a run of the query is)."""
+    record_query(places.build, plan, model)
+    response = StreamingAdapterResponse(
+        _message="",
+        watermark=previous.get("watermark"),
+        duration_s=round(time.time() - started, 2),
+    )
+    logger.info(report.log_line(model, response, places.sources))
+    response._message = report.message(model, response)
+    return response
 
 
 def _places(catalog: Catalog, model: StreamingModel, plan) -> Places:

@@ -3,7 +3,7 @@
 Spark's catalog is in-memory, so a view created with `CREATE VIEW` would vanish with the
 process. The view's SQL is therefore also written to `<warehouse>/<schema>/<identifier>/`
 `_dbt_view.sql` (where a table of that name would keep its Delta log), and every process
-re-creates the views when it binds the warehouse (`Catalog.bind_all`, runtime/catalog.py).
+re-creates a view when a statement first names it (`Catalog.sql`, runtime/catalog.py).
 Dropping the relation deletes that directory, so views and tables share one namespace on disk
 as they do in Spark.
 """
@@ -42,5 +42,6 @@ def drop_view(spark, catalog: Catalog, schema: str, identifier: str) -> None:
     `DROP TABLE IF EXISTS` drops a view too, and does not fail on a missing schema."""
     path = view_file(catalog, schema, identifier)
     storage.remove(path)
-    if identifier.lower() not in catalog.tables(schema):  # a bound Delta table is not ours to drop
+    # a bound Delta table is not ours to drop; without Spark running there is no view to drop
+    if catalog.started and identifier.lower() not in catalog.tables(schema):
         spark.sql(f"DROP TABLE IF EXISTS `{schema}`.`{identifier}`")

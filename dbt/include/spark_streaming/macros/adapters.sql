@@ -12,12 +12,8 @@
   {% do adapter.rename_delta_relation(from_relation, to_relation) %}
 {%- endmacro %}
 
-{#- Listing rebinds the schema from the warehouse first, so the relation cache agrees with
-    the Delta tables on disk (including ones another process wrote). -#}
-{% macro spark_streaming__list_relations_without_caching(relation) %}
-  {% do adapter.sync_delta_schema(relation) %}
-  {{ return(spark__list_relations_without_caching(relation)) }}
-{% endmacro %}
+{#- Listing relations and schemas reads the warehouse directories, without Spark
+    (SparkStreamingAdapter.list_relations_without_caching, list_schemas, create_schema). -#}
 
 {#- Grants: Spark's embedded catalog has no privileges to grant, so `grants` configs are
     accepted and ignored (logged). -#}
