@@ -275,6 +275,18 @@ JOIN_MODELS = {
         f"{ON} AND L.num <= R.num + 50",
         lambda r, wm: (r[0] is not None and r[1] is not None) or r[4] <= wm,
     ),
+    # not joins, but two more forms the README's construct table says run: GROUPING SETS of a
+    # window aggregate (each window's sets when it closes) and a UNION ALL of two streams
+    "grouping_sets": (
+        "SELECT window_start, window_end, id, COUNT(*) AS n, SUM(num) AS total "
+        f"FROM {SIDE.format(tvf='TUMBLE', t=LT, sizes=T2)} "
+        "GROUP BY window_start, window_end, GROUPING SETS ((id), ())",
+        lambda r, wm: r[1] <= wm,
+    ),
+    "union_all": (
+        f"SELECT row_time, num, id FROM {LT} UNION ALL SELECT row_time, num, id FROM {RT}",
+        lambda r, wm: True,
+    ),
 }
 EPOCH = datetime(2020, 4, 15, 8, 0, tzinfo=timezone.utc)
 
