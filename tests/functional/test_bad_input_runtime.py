@@ -152,11 +152,15 @@ class TestSourcesAndCheckpoints:
             "m_ro": mount(table_path(project, "m_ro"), "size=16m,ro"),
             "m_full": mount(table_path(project, "m_full"), "size=16m"),
         }
-        run_dbt(["run", "--exclude", "m_ro"])
-        yield mounted
-        for model in ("m_ro", "m_full"):
-            if mounted[model]:
-                subprocess.run(["umount", "-l", table_path(project, model)], capture_output=True)
+        try:
+            run_dbt(["run", "--exclude", "m_ro"])
+            yield mounted
+        finally:  # unmounted even when the first run fails
+            for model in ("m_ro", "m_full"):
+                if mounted[model]:
+                    subprocess.run(
+                        ["umount", "-l", table_path(project, model)], capture_output=True
+                    )
 
     # Sources that change under a model
 
