@@ -42,14 +42,19 @@ def _made(path: str) -> str:
 
 
 def alive(pid: int) -> bool:
-    """Whether process `pid` (of this host) runs."""
+    """Whether process `pid` (of this host) runs: exists and is not a zombie (a killed runner,
+    detached from dbt, stays one where the container's init does not reap it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def started_at(pid: int) -> Optional[int]:

@@ -94,14 +94,6 @@ def _write_json(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def status(root: str, name: str) -> Optional[dict]:
     """The runner status of model `name` with ``alive`` (its process runs), or None if the model
     never had a runner. A runner whose process is gone without saying so is ``dead``."""
@@ -114,9 +106,7 @@ def status(root: str, name: str) -> Optional[dict]:
     pid = st.get("pid")
     same_host = st.get("host") == socket.gethostname()
     st["alive"] = (
-        st.get("state") not in TERMINAL
-        and isinstance(pid, int)
-        and (not same_host or (alive(pid) and not _zombie(pid)))
+        st.get("state") not in TERMINAL and isinstance(pid, int) and (not same_host or alive(pid))
     )
     if st.get("state") not in TERMINAL and not st["alive"]:
         st["state"] = "dead"

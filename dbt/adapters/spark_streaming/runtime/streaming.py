@@ -20,7 +20,7 @@ from typing import Optional
 from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta.sink import last_metadata
-from ..delta.source import FORMAT, consumed
+from ..delta.source import FORMAT, consumed, skip_change_commits
 from ..delta.storage import is_delta
 from ..errors import StreamingError
 from . import admission, failures, lifecycle, preflight, report, runner, upsert
@@ -174,7 +174,7 @@ def _run(
     options = admission.source_options(model.config)  # max_files_per_trigger, starting_version...
     previous = _check_sources_and_state(model, plan, places, options)
     admission.check_start(options, _streams(model, plan, places), places.checkpoint)
-    if interval is None and _nothing_to_run(model, plan, places):
+    if interval is None and _nothing_to_run(model, plan, places, options):
         return _nothing_new(model, plan, places, previous, started)
     df = _plan_dataframe(spark, model, plan, places, options)
     sink = ModelSink(spark, model, plan, places, df.schema, started, monitor)
@@ -191,11 +191,16 @@ def _run(
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
 
 
-def _nothing_to_run(model: StreamingModel, plan, places: Places) -> bool:
-    """Whether the query, started now with the available-now trigger, would run no batch
-    (checkpoint.caught_up): then the run need not start it, nor Spark."""
+def _nothing_to_run(model: StreamingModel, plan, places: Places, options: dict) -> bool:
+    """Whether the query, started now with the available-now trigger (and the source
+    `options`), would run no batch (checkpoint.caught_up): then the run need not start it, nor
+    Spark."""
     streams = _streams(model, plan, places)
-    return not model.full_refresh and bool(streams) and caught_up(places.checkpoint, streams)
+    return (
+        not model.full_refresh
+        and bool(streams)
+        and caught_up(places.checkpoint, streams, skip_change_commits(options))
+    )
 
 
 def _nothing_new(
