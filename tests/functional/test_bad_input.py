@@ -225,7 +225,7 @@ BAD_MODELS = {
     "join_of_streams_without_window": (
         SV + f"SELECT a.item, b.price FROM {BIDS} a JOIN {BIDS} b ON a.item = b.item",
         "SSV150",
-        "without a window",
+        "without a time bound",
     ),
     "tumble_start_of_another_window": (
         UT + f"SELECT TUMBLE_START(bidtime, INTERVAL '2' HOUR) AS ws, item, COUNT(*) n FROM {BIDS} "
