@@ -87,7 +87,9 @@ def test_demo_flow_on_the_cluster_and_s3_equals_local(spark_cluster, s3, tmp_pat
     # an executor's log URLs name the worker that started it.
     workers = {f"127.0.0.1:{port}" for port in spark_cluster.worker_ui_ports}
     apps = tasks_by_worker(events)
-    assert len(apps) == 5, apps  # seed, run, test, run, test
+    # seed, run, test, run, test: one application each that needs Spark (the session starts on
+    # first use, so a command with nothing for Spark to do starts none)
+    assert 4 <= len(apps) <= 5, apps
     total = collections.Counter()
     for app, counts in apps.items():
         total.update(counts)
