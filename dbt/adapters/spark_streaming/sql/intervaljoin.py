@@ -36,7 +36,7 @@ from .analysis import TIMESTAMP_TYPES, table_key
 from .dialect import WatermarkedTable
 from .errors import SqlError
 from .intervals import interval_literal, interval_micros
-from .joins import JOIN_TYPES, conjuncts
+from .joins import JOIN_TYPES, conjuncts, expand_stars
 
 # One side's bound: rows of that side with time <= W + offset_us (- 1 ms unless strict) leave
 # Spark's state once the watermark is W.
@@ -296,21 +296,7 @@ def rewrite_interval_joins(
                 for x in (c.this, c.expression)
             ]
             join.join.set("on", exp.and_(join.join.args["on"], *extra))
-        projections: List[exp.Expr] = []
-        for proj in join.scope.expressions:
-            star = isinstance(proj, exp.Star) or (
-                isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
-            )
-            if not star:
-                projections.append(proj)
-                continue
-            wanted = [proj.table.lower()] if isinstance(proj, exp.Column) else list(columns)
-            projections += [
-                exp.column(exp.to_identifier(c), table=exp.to_identifier(columns[w][0]))
-                for w in wanted
-                for c in columns[w][1]
-            ]
-        join.scope.set("expressions", projections)
+        expand_stars(join.scope, {w: [(a, c) for c in cols] for w, (a, cols) in columns.items()})
 
 
 def _hide_comparisons(join: IntervalJoin) -> None:

@@ -312,3 +312,25 @@ def side_columns(side: JoinSide, tvf_columns: List[str]) -> List[str]:
 def tvf_output(columns: List[str]) -> List[str]:
     """The columns of a window TVF over a table with ``columns`` (FLIP-145)."""
     return list(columns) + list(WINDOW_COLUMNS)
+
+
+def expand_stars(scope: exp.Select, exposed: Mapping[str, List[Tuple[str, str]]]) -> None:
+    """Replace the ``*`` and ``t.*`` of a join's SELECT list, in place, by the columns each side
+    exposes (`exposed`: lower-case side alias -> [(alias, column), ...], in order)."""
+    projections: List[exp.Expr] = []
+    for proj in scope.expressions:
+        star = isinstance(proj, exp.Star) or (
+            isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
+        )
+        if not star:
+            projections.append(proj)
+            continue
+        wanted = (
+            [proj.table.lower()] if isinstance(proj, exp.Column) and proj.table else list(exposed)
+        )
+        projections += [
+            exp.column(exp.to_identifier(c), table=exp.to_identifier(a))
+            for w in wanted
+            for a, c in exposed.get(w, [])
+        ]
+    scope.set("expressions", projections)

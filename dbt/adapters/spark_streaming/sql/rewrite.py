@@ -10,7 +10,7 @@ from sqlglot import exp
 from .analysis import WindowSpec, own_nodes, tvf_alias, tvf_data, window_key
 from .dialect import WatermarkedTable, WindowTVF
 from .intervals import duration_string, interval_literal
-from .joins import WindowJoin, conjuncts, side_columns, tvf_output
+from .joins import WindowJoin, conjuncts, expand_stars, side_columns, tvf_output
 from .topn import WindowTopN
 
 WINDOW_STRUCT = "__w"  # the Spark window struct; its `end` is what the watermark closes
@@ -521,23 +521,7 @@ def _rewrite_join_scope(
                 "expressions",
                 side.wrapper.expressions + [exp.column(k) for k in _join_keys(side_spec)],
             )
-    projections: List[exp.Expr] = []
-    for proj in join.scope.expressions:
-        star = isinstance(proj, exp.Star) or (
-            isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
-        )
-        if not star:
-            projections.append(proj)
-            continue
-        wanted = (
-            [proj.table.lower()] if isinstance(proj, exp.Column) and proj.table else list(exposed)
-        )
-        projections += [
-            exp.column(exp.to_identifier(c), table=exp.to_identifier(a))
-            for w in wanted
-            for a, c in exposed.get(w, [])
-        ]
-    join.scope.set("expressions", projections)
+    expand_stars(join.scope, exposed)
 
 
 def rewrite_tvfs(
