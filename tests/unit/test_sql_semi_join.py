@@ -101,3 +101,19 @@ def test_refused(sql, code, text):
     with pytest.raises(SqlError) as err:
         compile_(sql)
     assert err.value.code == code and text in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM a.l WHERE k IN (SELECT k FROM a.r)",
+        "SELECT * FROM a.l L WHERE EXISTS (SELECT 1 FROM a.r R WHERE R.k = L.k)",
+        "SELECT * FROM a.l L WHERE NOT EXISTS (SELECT 1 FROM a.r R WHERE R.k = L.k)",
+        "SELECT * FROM (SELECT * FROM a.l) x WHERE k NOT IN (SELECT k FROM a.r)",
+    ],
+)
+def test_a_subquery_of_two_streams_without_window_is_unbounded_state(sql):
+    with pytest.raises(SqlError) as err:
+        compile_(sql)
+    assert err.value.code == "SSV150" and "subquery" in str(err.value)
+    compile_(sql, dimensions=["a.r"])  # the subquery reads a table: no state

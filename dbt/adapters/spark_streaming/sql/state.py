@@ -109,8 +109,23 @@ def check_joins(tree: exp.Expr, window_join_scopes: Set[int], dimensions: Sequen
             "Set `dimensions` in the model's config() to the model or source names it joins as "
             "tables.",
         )
-    if len(_stream_inputs(tree, dimensions)) < 2:
+    streams = _stream_inputs(tree, dimensions)
+    if len(streams) < 2:
         return
+    for table in streams:
+        subquery = _predicate_subquery(table)
+        if subquery is not None:
+            raise SqlError(
+                "SSV150",
+                "a subquery of a stream (IN, EXISTS or a scalar subquery) over a stream, "
+                "without a window, keeps unbounded state",
+                "Spark joins the two streams and keeps every row of both forever, waiting for "
+                "matches",
+                "Read both as window TVFs on the same window and compare window_start and "
+                "window_end in the subquery (a window SEMI / ANTI join), or list the "
+                "subquery's table in config `dimensions` (read as a table at each batch).",
+                subquery,
+            )
     for join in tree.find_all(exp.Join):
         if id(join.parent) in window_join_scopes:
             continue
@@ -126,6 +141,22 @@ def check_joins(tree: exp.Expr, window_join_scopes: Set[int], dimensions: Sequen
             "`dimensions` (joined at each batch, no state).",
             join,
         )
+
+
+def _predicate_subquery(table: exp.Table) -> Optional[exp.Expr]:
+    """The IN / EXISTS / scalar subquery that reads ``table``, if one does (the window forms
+    are joins by now: sql/semijoin.py)."""
+    node: exp.Expr = table
+    while node.parent is not None:
+        parent = node.parent
+        if isinstance(parent, exp.Exists) or (
+            isinstance(parent, exp.In) and node is parent.args.get("query")
+        ):
+            return parent
+        if isinstance(node, exp.Subquery) and isinstance(parent, (exp.Binary, exp.Predicate)):
+            return parent
+        node = parent
+    return None
 
 
 def unbounded_aggregate(
