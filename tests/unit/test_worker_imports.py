@@ -41,3 +41,30 @@ def test_the_file_writer_imports_neither_dbt_nor_deltalake():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["path", "[]"]
+
+
+def test_spark_python_processes_import_the_installed_pyspark_not_its_zip():
+    """runtime/workerpath/sitecustomize.py: Spark puts `<pyspark>/python/lib/pyspark.zip` (and
+    py4j's) first on its Python processes' path; modules in a zip are compiled at every start.
+    With the directory on the path, they import the installed package (the same files)."""
+    import os
+
+    import pyspark
+
+    from dbt.adapters.spark_streaming.runtime.session import WORKER_PATH
+
+    lib = os.path.join(os.path.dirname(pyspark.__file__), "python", "lib")
+    zips = sorted(os.path.join(lib, n) for n in os.listdir(lib) if n.endswith(".zip"))
+    assert [os.path.basename(z).split("-")[0] for z in zips] == ["py4j", "pyspark.zip"]
+    code = "import pyspark, py4j; print(pyspark.__file__); print(py4j.__file__)"
+
+    def imported(pythonpath):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath)}
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        return run.stdout.split()
+
+    assert all(".zip" in f for f in imported(zips))  # what Spark's processes get
+    assert imported([*zips, WORKER_PATH]) == [
+        os.path.join(os.path.dirname(pyspark.__file__), "__init__.py"),
+        __import__("py4j").__file__,
+    ]

@@ -55,6 +55,19 @@ def storage_environment(options: dict | None) -> dict[str, str]:
     return conf
 
 
+# Put on the PYTHONPATH of the Python processes Spark starts: they then import pyspark from the
+# installed package, not from Spark's zip (no bytecode cache there: ~0.8 s more per process).
+WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workerpath")
+
+
+def _put_first_on_pythonpath(entry: str) -> None:
+    """The JVM (started next) inherits the environment; its Python processes get its PYTHONPATH
+    after Spark's own entries."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if entry not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([entry, *paths])
+
+
 def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
     """Create (once) and return the SparkSession, with the Delta source registered.
 
@@ -75,6 +88,7 @@ def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
             os.environ["PYSPARK_PYTHON"] = str(settings["spark.pyspark.python"])
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        _put_first_on_pythonpath(WORKER_PATH)
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.master(master).appName("dbt-spark-streaming")
