@@ -1,0 +1,187 @@
+"""Benchmark: one `dbt run` of the TUMBLE 1-minute by 1,000 items model against PyFlink.
+
+What it measures, for each size N (events): the wall time of one process doing the whole job
+from scratch, as a user runs it, on the same events:
+  * ours:  `dbt run` (a subprocess, `local[*]`) of the `streaming_view` of bench_cluster.py
+           (`SUM(price)`, `COUNT(*)` per item and 1-minute TUMBLE window, watermark delay
+           1 minute) over a Delta source of N bids in `--versions` versions (bench_tumble's
+           generator, +-5 s out of order): the high-cardinality case, ~0.43 output rows per
+           input row;
+  * flink: PyFlink's Table API in streaming mode (a subprocess of another interpreter: PyFlink
+           pins a pyarrow that deltalake cannot use) running the same query as a window TVF
+           over the same events as CSV (the filesystem connector), watermark `bidtime -
+           INTERVAL '1' MINUTE`, parallelism 2 (the cores), into CSV files.
+Then the events/s of each at each size and the slope between sizes (marginal events/s:
+(N2 - N1) / (t2 - t1), so fixed costs cancel), and ours / flink (target: slope >= 1.5x).
+
+Checked after every run: ours read N rows and emitted the (minute, item) groups whose window
+the final watermark closed; Flink, at the end of its bounded input, closes every window, so it
+emits all groups; every row of ours equals Flink's row of that window and item (count, and
+sum to 6 decimals).
+
+PyFlink is optional: without `--flink-python` (or FLINK_PYTHON), only ours is timed. To set it
+up (PyPI, ~400 MB, Java 17):
+  python3.11 -m venv /tmp/flinkvenv && /tmp/flinkvenv/bin/pip install apache-flink==2.3.0
+Run (from the repo root, with the project venv):
+  .venv/bin/python bench/bench_flink.py --flink-python /tmp/flinkvenv/bin/python \
+      [--events 1000000 10000000] [--versions 10] [--repeat 1]
+Work files go to bench/work/flink/ and bench/work/cluster/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+import bench_cluster as bc  # noqa: E402  (the model, its project, `dbt run` and its checks)
+import bench_tumble as bt  # noqa: E402  (the event generator)
+
+WORK = os.path.join(HERE, "work", "flink")
+CSV = os.path.join(WORK, "bids.csv")
+FLINK_OUT = os.path.join(WORK, "out")
+FLINK_JOB = '''
+import sys
+from pyflink.table import EnvironmentSettings, TableEnvironment
+
+csv, out, parallelism = sys.argv[1:4]
+env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+env.get_config().set("parallelism.default", parallelism)
+env.execute_sql(f"""CREATE TABLE bids (bidtime TIMESTAMP(3), price DOUBLE, item STRING,
+    WATERMARK FOR bidtime AS bidtime - INTERVAL '1' MINUTE)
+    WITH ('connector' = 'filesystem', 'path' = '{csv}', 'format' = 'csv')""")
+env.execute_sql(f"""CREATE TABLE per_minute (window_start TIMESTAMP(3), window_end TIMESTAMP(3),
+    item STRING, total DOUBLE, bids BIGINT)
+    WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv')""")
+env.execute_sql("""INSERT INTO per_minute
+    SELECT window_start, window_end, item, SUM(price), COUNT(*)
+    FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '1' MINUTE))
+    GROUP BY window_start, window_end, item""").wait()
+'''
+SIDES = ("ours", "flink")
+
+
+def write_csv() -> None:
+    """The Delta source's events as Flink's CSV reads TIMESTAMP(3) (UTC wall time), in the
+    order of the versions that added them (the order our stream reads them in)."""
+    table = DeltaTable(bc.SOURCE)
+    added = {}
+    for version in range(table.version() + 1):
+        for path in DeltaTable(bc.SOURCE, version=version).file_uris():
+            added.setdefault(path, version)
+    files = sorted(added, key=lambda p: (added[p], p))
+    df = pd.concat(pq.read_table(p).to_pandas() for p in files)
+    times = df["bidtime"].dt.tz_convert("UTC").dt.tz_localize(None)
+    df["bidtime"] = times.dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
+    df[["bidtime", "price", "item"]].to_csv(CSV, header=False, index=False)
+
+
+def run_flink(python: str, parallelism: int) -> float:
+    shutil.rmtree(FLINK_OUT, ignore_errors=True)
+    job = os.path.join(WORK, "job.py")
+    with open(job, "w") as fh:
+        fh.write(FLINK_JOB)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [python, job, CSV, FLINK_OUT, str(parallelism)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    wall = time.perf_counter() - started
+    if done.returncode:
+        sys.exit(f"FAIL: PyFlink:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return wall
+
+
+def check_flink_equals_ours(ours_root: str) -> tuple[int, int]:
+    """Every row of ours is Flink's row of that window and item; (our rows, Flink's rows)."""
+    cols = ["window_start", "window_end", "item", "total", "bids"]
+    parts = glob.glob(os.path.join(FLINK_OUT, "**", "part-*"), recursive=True)
+    flink = pd.concat(pd.read_csv(p, header=None, names=cols) for p in parts)
+    flink["window_start"] = pd.to_datetime(flink["window_start"])
+    ours = DeltaTable(bc.output_path(ours_root)).to_pandas()
+    ours["window_start"] = ours["window_start"].dt.tz_convert("UTC").dt.tz_localize(None)
+    joined = ours.merge(flink, on=["window_start", "item"], how="left", suffixes=("", "_f"))
+    missing = joined["bids_f"].isna().sum()
+    differ = (joined["bids"] != joined["bids_f"]).sum() + (
+        ~np.isclose(joined["total"], joined["total_f"], atol=1e-6)
+    ).sum()
+    if missing or differ:
+        sys.exit(f"FAIL: {missing} rows of ours not in Flink's output, {differ} differ")
+    return len(ours), len(flink)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--versions", type=int, default=10)
+    ap.add_argument("--items", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--parallelism", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--flink-python", default=os.environ.get("FLINK_PYTHON"))
+    args = ap.parse_args()
+    sides = SIDES if args.flink_python else SIDES[:1]
+    if not args.flink_python:
+        print("PyFlink not given (--flink-python / FLINK_PYTHON): timing ours only")
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    print(f"load average at start: {bc.loadavg()}")
+    root = bc.project("local", "local[*]", {})
+    sizes = sorted(args.events)
+    walls: dict[int, dict[str, list[float]]] = {}
+    for n in sizes:
+        bt.write_events(n, args.versions, items=args.items, path=bc.SOURCE)
+        expected = bc.expected_rows()
+        if args.flink_python:
+            write_csv()
+        walls[n] = {s: [] for s in sides}
+        for i in range(args.repeat):  # alternate the order so neither side always runs first
+            for side in sides if i % 2 == 0 else sides[::-1]:
+                if side == "ours":
+                    wall, result = bc.dbt_run(root)
+                    bc.check_run("local", n, expected, result)
+                else:
+                    wall = run_flink(args.flink_python, args.parallelism)
+                walls[n][side].append(wall)
+                print(f"  {n:,} events, {side:5} {wall:7.1f}s  load {bc.loadavg()}", flush=True)
+            if args.flink_python:
+                ours_rows, flink_rows = check_flink_equals_ours(root)
+                print(f"  rows: ours {ours_rows:,} (all equal Flink's), Flink {flink_rows:,}")
+    report(sizes, sides, walls, args)
+
+
+def report(sizes, sides, walls, args) -> None:
+    med = {n: {s: statistics.median(walls[n][s]) for s in sides} for n in sizes}
+    print(
+        f"\nbench_flink: one process per run from scratch, medians of {args.repeat}; "
+        f"{args.versions} versions, {args.items} items; load average at end {bc.loadavg()}"
+    )
+    head = " | ".join(f"{s} s | {s} events/s" for s in sides)
+    lines = [f"| events | {head} |", "| ---: " * (1 + 2 * len(sides)) + "|"]
+    for n in sizes:
+        cells = " | ".join(f"{med[n][s]:.1f} | {n / med[n][s]:,.0f}" for s in sides)
+        lines.append(f"| {n:,} | {cells} |")
+    for a, b in zip(sizes, sizes[1:], strict=False):
+        slopes = {s: (b - a) / (med[b][s] - med[a][s]) for s in sides}
+        cells = "".join(f" | {slopes[s]:,.0f} |" for s in sides)
+        lines.append(f"| slope {a:,} -> {b:,} |{cells}")
+        if "flink" in slopes:
+            print(f"slope ours / flink: {slopes['ours'] / slopes['flink']:.2f} (target >= 1.5)")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
