@@ -72,6 +72,15 @@ def driver_merge_rows(config: Mapping[str, Any]) -> int:
     return value
 
 
+def change_data_feed(config: Mapping[str, Any]) -> bool:
+    """Config `change_data_feed` (default true): the upsert_table is created with Delta's
+    Change Data Feed on, its changes written with each commit (delta/cdf.py)."""
+    value = config.get("change_data_feed", True)
+    if not isinstance(value, bool):
+        raise config_error("change_data_feed", value, "true or false")
+    return value
+
+
 def emit_early(config: Mapping[str, Any], materialization: str) -> bool:
     """Config `emit`: True for {early: true} (upsert_table window aggregates), else final."""
     emit = config.get("emit")
