@@ -81,3 +81,72 @@ class TestUpsertTableChangeDataFeed:
             kinds = pa.table(table.load_cdf(starting_version=0).read_all())
             kinds = set(kinds.column("_change_type").cast(pa.string()).to_pylist())
             assert kinds == {"insert", "update_preimage", "update_postimage", "delete"}, name
+
+
+CDC_SOURCES = """
+sources:
+  - name: raw
+    schema: "{{ target.schema }}"
+    tables: [{name: accounts}]
+"""
+# the oracle: the aggregate over the source's current snapshot, run by Spark in batch
+BY_REGION = "SELECT region, COUNT(*) AS n, SUM(balance) AS total FROM {src} GROUP BY region"
+
+
+def accounts(rows: list[tuple]) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "region": pa.array([r[1] for r in rows]),
+            "balance": pa.array([r[2] for r in rows], pa.int64()),
+        }
+    )
+
+
+class TestReadChangeFeed:
+    """A CDC-style source (updates, deletes, a MERGE, CDF on) read as a change feed feeds an
+    aggregate with retractions: after each run the table is the aggregate over the source's
+    current rows."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        config = "materialized='upsert_table', constant_domain=['region'], read_change_feed=true"
+        sql = BY_REGION.format(src="{{ source('raw', 'accounts') }}")
+        return {"sources.yml": CDC_SOURCES, "by_region.sql": f"{{{{ config({config}) }}}}\n{sql}"}
+
+    def test_aggregate_over_the_change_feed(self, project):
+        from deltalake import write_deltalake
+
+        from dbt.adapters.spark_streaming.runtime.session import get_spark
+
+        source, out = table_path(project, "accounts"), table_path(project, "by_region")
+        write_deltalake(
+            source,
+            accounts([(1, "eu", 10), (2, "eu", 20), (3, "us", 5)]),
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
+
+        def oracle() -> list[tuple]:
+            spark = get_spark()
+            spark.createDataFrame(DeltaTable(source).to_pyarrow_table()).createOrReplaceTempView(
+                "__cdf_accounts"
+            )
+            return sorted(map(tuple, spark.sql(BY_REGION.format(src="__cdf_accounts")).collect()))
+
+        run_dbt(["run"])  # the initial snapshot, as inserts
+        assert rows(out) == oracle() == [("eu", 2, 30), ("us", 1, 5)]
+        table = DeltaTable(source)
+        table.update(updates={"balance": "balance + 1", "region": "'us'"}, predicate="id = 2")
+        table.delete("id = 3")
+        write_deltalake(source, accounts([(4, "ap", 7)]), mode="append")
+        run_dbt(["run"])  # an update moving a row between groups, a delete, an insert
+        assert rows(out) == oracle() == [("ap", 1, 7), ("eu", 1, 10), ("us", 1, 21)]
+        DeltaTable(source).merge(
+            accounts([(1, "eu", 11), (5, "eu", 1)]),
+            "s.id = t.id",
+            source_alias="s",
+            target_alias="t",
+        ).when_matched_update_all().when_not_matched_insert_all().execute()
+        DeltaTable(source).delete("id = 4")  # the "ap" group empties: its row is deleted
+        run_dbt(["run"])
+        assert rows(out) == oracle() == [("eu", 2, 12), ("us", 1, 21)]
