@@ -36,6 +36,10 @@ process the table's only writer).
 
 Replaying the changelog in ``(_commit_version, deletes first)`` order, applying ``+I``/``+U``
 as upserts and ``-U``/``-D`` as deletes by key, reproduces the table.
+
+A table with Delta's Change Data Feed on (delta/cdf.py) also gets the batch's changes as change
+data files, written beside the rewritten files, and a batch that updates or deletes commits
+them as cdc actions in its one table commit (delta/cdf.py writes that commit).
 """
 
 from __future__ import annotations

@@ -97,7 +97,11 @@ def compile_model(catalog: Catalog, model: StreamingModel):
             materialization=model.materialization,
             unique_key=upsert.unique_key(model.config),
             emit_early=upsert.emit_early(model.config, model.materialization),
-            changelogs=upsert.Changelogs(catalog, model.config.get("dimensions"), feed),
+            changelogs=upsert.Changelogs(
+                catalog,
+                model.config.get("dimensions"),
+                feed and model.materialization == upsert.UPSERT_TABLE,  # retractions
+            ),
             state_ttl=model.config.get("state_ttl"),
             constant_domain=upsert.names_config(model.config, "constant_domain"),
             dimensions=upsert.names_config(model.config, "dimensions"),
