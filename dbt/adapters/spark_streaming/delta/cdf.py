@@ -24,6 +24,7 @@ import os
 import re
 import time
 import uuid
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -67,9 +68,10 @@ def change_column(op: str = "_op"):
     """change_rows' CHANGE_TYPE as a Spark column of the changelog's `op` column."""
     from pyspark.sql import functions as F
 
-    column = None
-    for code, name in CHANGE_TYPES.items():
-        column = (F if column is None else column).when(F.col(op) == code, F.lit(name))
+    (code, name), *others = CHANGE_TYPES.items()
+    column = F.when(F.col(op) == code, F.lit(name))
+    for code, name in others:
+        column = column.when(F.col(op) == code, F.lit(name))
     return column.alias(CHANGE_TYPE)
 
 
@@ -141,7 +143,7 @@ def _put_if_absent(uri: str, text: str) -> None:
         out.write(text.encode("utf-8"))
 
 
-def sweep(location: str, prefix: str, files: list[dict]) -> None:
+def sweep(location: str, prefix: str, files: Sequence[dict]) -> None:
     """Delete the change data files named `prefix`... at `location` but `files`: those of a
     crashed attempt at the batch (the prefix names the query and the batch, not committed)."""
     import pyarrow.fs as pafs

@@ -381,7 +381,7 @@ class UpsertCommitter:
         touched: list[str],
         batch_id: int,
         meta: dict,
-        cdc: list[dict] = (),  # type: ignore[assignment]
+        cdc: Sequence[dict] = (),
     ) -> None:
         """Commit the removes of `touched`, the adds of `files` and the change data files `cdc`
         (if any: delta/cdf.py writes that commit) as the batch's table commit."""
