@@ -92,3 +92,16 @@ def test_read_change_feed_config():
     assert "readChangeFeed" not in source_options({})
     with pytest.raises(StreamingError, match="read_change_feed"):
         source_options({"read_change_feed": "yes"})
+
+
+def test_every_100th_version_gets_a_checkpoint(tmp_path):
+    path = str(tmp_path / "t")
+    DeltaTable.create(path, schema=SCHEMA, configuration={cdf.PROPERTY: "true"})
+    rows = write(pa.table({"k": ["a"], "n": [1]}), path, SCHEMA, "part-00000-")
+    for version in range(1, cdf.CHECKPOINT_INTERVAL + 1):
+        cdf.commit(path, version, {"add": rows} if version == 1 else {}, ("app", version), {})
+    log = tmp_path / "t" / "_delta_log"
+    assert (log / f"{cdf.CHECKPOINT_INTERVAL:020d}.checkpoint.parquet").exists()
+    table = DeltaTable(path)
+    assert table.version() == 100 and table.transaction_version("app") == 100
+    assert table.to_pyarrow_table().to_pylist() == [{"k": "a", "n": 1}]
