@@ -4,6 +4,7 @@ batch; which files a batch rewrites; and the candidate files' pruning by statist
 both paths: in the dbt process (small batches, delta/upsert_driver.py) and by Spark jobs."""
 
 import datetime as dt
+import json
 
 import pyarrow as pa
 import pytest
@@ -46,13 +47,14 @@ def log_rows(path):
     ]
 
 
+CDF = {"delta.enableChangeDataFeed": "true"}  # change data files with each commit (delta/cdf.py)
 PATHS = {"driver": 100_000, "executors": 0}  # driver_rows that sends every batch down the path
 
 
 @pytest.mark.parametrize("where", list(PATHS))
 def test_changes_and_exactly_once(tmp_path, where):
     path = str(tmp_path / "t")
-    create_table(path, SCHEMA, {"batch_id": None})
+    create_table(path, SCHEMA, {"batch_id": None}, CDF)
     create_changelog(path, SCHEMA)
     sink = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], "__keep", driver_rows=PATHS[where])
     d1, d2 = dt.date(2020, 1, 1), dt.date(2020, 1, 2)
@@ -91,6 +93,13 @@ def test_changes_and_exactly_once(tmp_path, where):
     assert sink.committed(2) and not sink.committed(3)
     assert DeltaTable(path).version() == 3
     assert sink.paths == [where] * 3
+    # the change data feed holds the changelog's changes, batch b at table version b + 1
+    feed = pa.table(DeltaTable(path).load_cdf(starting_version=0).read_all()).to_pylist()
+    kinds = {"insert": "+I", "update_preimage": "-U", "update_postimage": "+U", "delete": "-D"}
+    replayed = [
+        (r["day"], r["k"], r["n"], kinds[r["_change_type"]], r["_commit_version"] - 1) for r in feed
+    ]
+    assert sorted(replayed, key=str) == sorted(log_rows(path), key=str)
 
 
 def files(path):
@@ -207,7 +216,7 @@ def test_replay_after_a_crash_mid_write(tmp_path, monkeypatch, where):
     from dbt.adapters.spark_streaming.delta import upsert
 
     path = str(tmp_path / "t")
-    create_table(path, SCHEMA, {"batch_id": None})
+    create_table(path, SCHEMA, {"batch_id": None}, CDF)
     create_changelog(path, SCHEMA)
     d1 = dt.date(2020, 1, 1)
     sink = UpsertCommitter(path, "app", SCHEMA, ["day", "k"], None, driver_rows=PATHS[where])
@@ -235,3 +244,13 @@ def test_replay_after_a_crash_mid_write(tmp_path, monkeypatch, where):
     ]
     # batch 1's files on disk are those of its commit (batch 0's removed file stays until VACUUM)
     assert {p.name for p in (tmp_path / "t").glob("part-00001-*")} == files(path) - before
+    # ...and its change data files those of its cdc actions
+    feed = pa.table(DeltaTable(path).load_cdf(starting_version=2).read_all()).to_pylist()
+    assert sorted((r["n"], r["_change_type"]) for r in feed) == [
+        (1, "update_preimage"),
+        (3, "insert"),
+        (10, "update_postimage"),
+    ]
+    log = (tmp_path / "t" / "_delta_log" / f"{2:020d}.json").read_text().splitlines()
+    cdc = {json.loads(a)["cdc"]["path"] for a in log if '"cdc"' in a}
+    assert {f"_change_data/{p.name}" for p in (tmp_path / "t" / "_change_data").iterdir()} == cdc

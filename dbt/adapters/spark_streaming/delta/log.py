@@ -62,14 +62,41 @@ def files_named(root: str, version: int | None, names: list[str], column: str) -
     ]
 
 
-def version_files(root: str, version: int, skip_change_commits: bool = False) -> list[File]:
+OP = "_op"  # the change column of a change feed read (+I/-U/+U/-D, as sql/retract.py reads)
+
+
+def change_files(root: str, commit: str) -> list[File]:
+    """The files holding commit `commit`'s changes, as Delta's change data feed: its cdc files
+    (with `_change_type`) if it has any; else its added files as inserts and its removed
+    files (dataChange) as deletes, each tagged with the change under OP."""
+    cdc, changes = [], []
+    for line in commit.splitlines():
+        if not line.strip():
+            continue
+        action = json.loads(line)
+        if "cdc" in action:
+            c = action["cdc"]
+            cdc.append(File(_abs(root, c["path"]), c.get("partitionValues") or {}, c["size"]))
+        for kind, op in (("add", "+I"), ("remove", "-D")):
+            if kind in action and action[kind].get("dataChange", True):
+                a = action[kind]
+                values = {**(a.get("partitionValues") or {}), OP: op}
+                changes.append(File(_abs(root, a["path"]), values, a.get("size") or 0))
+    return cdc or changes
+
+
+def version_files(
+    root: str, version: int, skip_change_commits: bool = False, change_feed: bool = False
+) -> list[File]:
     """Files added (dataChange) by commit `version`, in log order. A commit that removes data
     (dataChange: an overwrite, delete, update or MERGE) fails with SSD401, or with
     `skip_change_commits` is passed over whole, its added files too (as Delta's
     skipChangeCommits). A commit that changes no data (OPTIMIZE, compaction: dataChange false)
-    adds nothing to read."""
+    adds nothing to read. With `change_feed`, the files of its changes (change_files)."""
     out = []
     commit = storage.read_text(storage.join(root, "_delta_log", f"{version:020d}.json"))
+    if change_feed:
+        return change_files(root, commit)
     for line in commit.splitlines():
         if line.strip():
             action = json.loads(line)
@@ -121,20 +148,28 @@ class Log:
 
     KEEP = 4096
 
-    def __init__(self, root: str, skip_change_commits: bool = False):
+    def __init__(self, root: str, skip_change_commits: bool = False, change_feed: bool = False):
         self.root, self.skip_change_commits = root, skip_change_commits
+        self.change_feed = change_feed  # read the changes of each version (change_files)
         self._snapshot: tuple[int, list[File]] | None = None
         self._versions: dict[int, list[File]] = {}
 
     def files(self, version: int, snapshot: bool) -> list[File]:
         if snapshot:
             if self._snapshot is None or self._snapshot[0] != version:
-                self._snapshot = (version, snapshot_files(self.root, version))
+                files = snapshot_files(self.root, version)
+                if self.change_feed:  # a change feed starts with the snapshot's rows inserted
+                    files = [
+                        f._replace(partition_values={**f.partition_values, OP: "+I"}) for f in files
+                    ]
+                self._snapshot = (version, files)
             return self._snapshot[1]
         if version not in self._versions:
             if len(self._versions) >= self.KEEP:
                 del self._versions[next(iter(self._versions))]
-            self._versions[version] = version_files(self.root, version, self.skip_change_commits)
+            self._versions[version] = version_files(
+                self.root, version, self.skip_change_commits, self.change_feed
+            )
         return self._versions[version]
 
     def latest(self) -> int:

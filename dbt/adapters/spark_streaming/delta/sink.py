@@ -27,12 +27,16 @@ from .writer import WRITTEN, absolute, write_files
 META_KEY = "dbt_spark_streaming"  # commitInfo key holding our JSON metadata
 
 
-def create_table(path: str, schema: pa.Schema, metadata: dict) -> None:
-    """Create an empty Delta table whose first commit carries `metadata`."""
+def create_table(
+    path: str, schema: pa.Schema, metadata: dict, configuration: dict | None = None
+) -> None:
+    """Create an empty Delta table whose first commit carries `metadata`, with the table
+    properties `configuration`."""
     DeltaTable.create(
         path,
         schema=schema,
         mode="error",
+        configuration=configuration,
         commit_properties=CommitProperties(custom_metadata={META_KEY: json.dumps(metadata)}),
     )
 

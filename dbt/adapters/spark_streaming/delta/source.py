@@ -46,7 +46,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from . import offsets, storage, types
-from .log import Log, files_named, snapshot_files, starting_position
+from .log import OP, Log, files_named, snapshot_files, starting_position
 from .log import added_files as added_files  # the runtime imports these from here
 from .log import latest_version as latest_version
 from .offsets import Position
@@ -54,6 +54,7 @@ from .offsets import Position
 FORMAT = "delta_rs"
 MAX_PARTITIONS = 8  # files of one read are grouped into at most this many Spark partitions
 DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
+CHANGE_TYPE = "_change_type"  # the change column of Delta's change data files
 
 
 class FilesPartition(InputPartition):
@@ -127,7 +128,11 @@ def _read(
         filesystem, file_path = storage.filesystem(path)
         pf = pq.ParquetFile(filesystem.open_input_file(file_path))
         present = [n for n in data.names if n in pf.schema_arrow.names]
-        for batch in pf.iter_batches(batch_size=65536, columns=present):
+        changes = OP in data.names and CHANGE_TYPE in pf.schema_arrow.names  # a cdc file
+        columns = present + [CHANGE_TYPE] if changes else present
+        for batch in pf.iter_batches(batch_size=65536, columns=columns):
+            if changes:
+                batch = _with_op(batch)
             batch = types.conform(batch, data, constants)
             if late:
                 watermark = pa.array([constants[late] * 1000] * batch.num_rows, pa.int64())
@@ -135,6 +140,16 @@ def _read(
                     batch.columns + [watermark.cast(target.field(late).type)], schema=target
                 )
             yield batch
+
+
+def _with_op(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A change data file's batch with OP (+I/-U/+U/-D) for its CHANGE_TYPE."""
+    import pyarrow.compute as pc
+
+    kinds = ["insert", "update_preimage", "update_postimage", "delete"]
+    index = pc.index_in(batch.column(CHANGE_TYPE).cast(pa.string()), pa.array(kinds))
+    op = pc.take(pa.array(["+I", "-U", "+U", "-D"]), index)
+    return pa.RecordBatch.from_arrays([*batch.columns, op], names=[*batch.schema.names, OP])
 
 
 class DeltaBatchReader(DataSourceReader):
@@ -183,6 +198,12 @@ def skip_change_commits(options) -> bool:
     return str(options.get("skipChangeCommits", "false")).lower() == "true"
 
 
+def read_change_feed(options) -> bool:
+    """Option `readChangeFeed` ('true'): each version's changes are read (delta/log.py
+    change_files), every row with OP, as Delta's readChangeFeed."""
+    return str(options.get("readChangeFeed", "false")).lower() == "true"
+
+
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets and admission control: delta/offsets.py. The available-now trigger freezes the
     target version; each latestOffset then admits up to the limits, so a large backlog runs as
@@ -191,7 +212,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, path: str, label: str, schema, options):
         self.path, self.label, self.schema, self.options = path, label, schema, options
         self.max_files, self.max_bytes = read_limits(options)
-        self.log = Log(path, skip_change_commits(options))
+        self.log = Log(path, skip_change_commits(options), read_change_feed(options))
         self._target: int | None = None  # version frozen by prepareForTriggerAvailableNow
 
     def initialOffset(self):
@@ -270,6 +291,8 @@ class DeltaSource(DataSource):
             columns = columns + [(watermarks["column"], "timestamp")]
         if named is not None:
             columns = columns + [(named[1], "string")]
+        if read_change_feed(self.options):
+            columns = columns + [(OP, "string")]
         return types.ddl(columns)
 
     def reader(self, schema):

@@ -36,6 +36,10 @@ process the table's only writer).
 
 Replaying the changelog in ``(_commit_version, deletes first)`` order, applying ``+I``/``+U``
 as upserts and ``-U``/``-D`` as deletes by key, reproduces the table.
+
+A table with Delta's Change Data Feed on (delta/cdf.py) also gets the batch's changes as change
+data files, written beside the rewritten files, and a batch that updates or deletes commits
+them as cdc actions in its one table commit (delta/cdf.py writes that commit).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from deltalake.transaction import RemoveAction
 
 from ..faults import fault_point
 from ..layout import changelog_path
+from . import cdf
 from . import upsert_driver as driver
 from .pruning import candidate_actions, candidate_files
 from .sink import META_KEY, add_actions, append_files, batch_prefix, remove_orphans
@@ -102,6 +107,9 @@ class UpsertCommitter:
         self.keys, self.keep, self.restarts = list(keys), keep, restarts
         self.driver_rows, self.driver_bytes = driver_rows, driver_bytes
         self.changelog = changelog_path(path)
+        self.cdf = cdf.enabled(DeltaTable(path))  # write change data files (delta/cdf.py)
+        # the change data files' name prefix per batch: the query's, as cdc files outlive it
+        self.cdc_prefix = f"cdc-{app_id.rsplit('-', 1)[-1][:12]}-"
         self._swept = False  # orphans of a crashed attempt are looked for once per run
         self.paths: list[str] = []  # the path each batch of this run took ("driver", "executors")
 
@@ -279,7 +287,8 @@ class UpsertCommitter:
         )
         count, touched = merge.count(), merge.touched()
         logged = DeltaTable(self.changelog).transaction_version(self.app_id)
-        if count and (logged is None or logged < batch_id):
+        changes = None
+        if count:
             n = new.num_rows
             extra = {
                 BATCH: pa.array([batch_id] * n, pa.int64()),
@@ -287,14 +296,20 @@ class UpsertCommitter:
             }
             if self.restarts:
                 extra[RESTARTED] = new.column(RESTARTED_FLAG).combine_chunks()
+            changes = merge.changes(extra)
+        if changes is not None and (logged is None or logged < batch_id):
             schema = changelog_schema(self.schema, self.restarts)
-            self._commit_log(
-                driver.write(merge.changes(extra), self.changelog, schema, prefix), batch_id
+            self._commit_log(driver.write(changes, self.changelog, schema, prefix), batch_id)
+        cdc = []
+        if changes is not None and self.cdf and (merge.upd.any() or merge.dele.any()):
+            rows = cdf.change_rows(changes, self.schema, OP)
+            cdc = driver.write(
+                rows, cdf.location(self.path), cdf.cdc_schema(self.schema), self._cdc(batch_id)
             )
         written = []
         if touched or count:
             written = driver.write(merge.rewritten(), self.path, self.schema, prefix)
-        self._commit_table(table, written, touched, batch_id, metadata)
+        self._commit_table(table, written, touched, batch_id, metadata, cdc)
         return count
 
     def _commit_spark(
@@ -318,7 +333,7 @@ class UpsertCommitter:
                     ]
                 bounds = new.agg(*aggregates).toArrow()
             touched: list[str] = []
-            count = 0
+            count, cdc = 0, []
             if bounds.column("rows")[0].as_py():
                 candidates = candidate_files(table, bounds, self.keys)
                 matched = self._matched(new, table, candidates)
@@ -335,15 +350,24 @@ class UpsertCommitter:
                 touched = [r[FILE] for r in per_file if r[FILE] is not None and r.upd + r["del"]]
                 count = sum(r.ins + 2 * r.upd + r["del"] for r in per_file)
                 logged = DeltaTable(self.changelog).transaction_version(self.app_id)
+                changes = self._changes(matched, batch_id, version)
                 if count and (logged is None or logged < batch_id):
-                    self._log(self._changes(matched, batch_id, version), batch_id)
+                    self._log(changes, batch_id)
+                if self.cdf and sum(r.upd + r["del"] for r in per_file):
+                    rows = changes.select(*self.schema.names, cdf.change_column(OP))
+                    cdc = write_files(
+                        rows,
+                        cdf.location(self.path),
+                        cdf.cdc_schema(self.schema),
+                        self._cdc(batch_id),
+                    )
             files = []
             if touched or count:
                 prefix = batch_prefix(batch_id)
                 files = write_files(
                     self._rewrite(matched, table, touched), self.path, self.schema, prefix
                 )
-            self._commit_table(table, files, touched, batch_id, metadata)
+            self._commit_table(table, files, touched, batch_id, metadata, cdc)
             return count
         finally:
             new.unpersist()
@@ -351,24 +375,43 @@ class UpsertCommitter:
                 matched.unpersist()
 
     def _commit_table(
-        self, table: DeltaTable, files: list[dict], touched: list[str], batch_id: int, meta: dict
+        self,
+        table: DeltaTable,
+        files: list[dict],
+        touched: list[str],
+        batch_id: int,
+        meta: dict,
+        cdc: Sequence[dict] = (),
     ) -> None:
-        """Commit the removes of `touched` and the adds of `files` as the batch's table commit."""
+        """Commit the removes of `touched`, the adds of `files` and the change data files `cdc`
+        (if any: delta/cdf.py writes that commit) as the batch's table commit."""
         fault_point("during_write", batch_id)  # changelog committed, table files written
         self._sweep(self.path, batch_prefix(batch_id), files)
-        # the log's paths are URL-encoded; delta-rs encodes a remove's path itself
-        removes = [RemoveAction(unquote(p), True, int(time.time() * 1000)) for p in touched]
-        table.create_write_transaction(  # every batch commits: the table records what was read
-            [*add_actions(files), *removes],
-            mode="append",
-            schema=self.schema,
-            commit_properties=CommitProperties(
-                app_transactions=[Transaction(self.app_id, batch_id)],
-                custom_metadata={META_KEY: json.dumps(meta)},
-            ),
-        )
+        if self.cdf and not self._swept:
+            cdf.sweep(cdf.location(self.path), self._cdc(batch_id), cdc)
+        app = (self.app_id, batch_id)
+        if cdc:
+            actions = {"add": files, "remove": touched, "cdc": cdc}
+            cdf.commit(self.path, table.version() + 1, actions, app, {META_KEY: json.dumps(meta)})
+        else:
+            # the log's paths are URL-encoded; delta-rs encodes a remove's path itself
+            now = int(time.time() * 1000)
+            removes = [RemoveAction(unquote(p), True, now) for p in touched]
+            table.create_write_transaction(  # every batch commits: the table records what was read
+                [*add_actions(files), *removes],
+                mode="append",
+                schema=self.schema,
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(*app)],
+                    custom_metadata={META_KEY: json.dumps(meta)},
+                ),
+            )
         self._swept = True
         fault_point("after_delta_commit", batch_id)
+
+    def _cdc(self, batch_id: int) -> str:
+        """The name prefix of the change data files of `batch_id`."""
+        return f"{self.cdc_prefix}{batch_id:05d}-"
 
     def _log(self, changes, batch_id: int) -> None:
         """Write and commit the batch's changelog rows."""

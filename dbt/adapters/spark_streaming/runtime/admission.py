@@ -15,6 +15,11 @@ reads, and where a new stream starts. They become options of the Delta streaming
   delete, update, MERGE) instead of failing with SSD401, as Delta's skipChangeCommits: the
   rows such a version adds or removes are not read.
 
+- `read_change_feed`: true to read each source version's changes (Delta's Change Data Feed:
+  its cdc files, else its added files as inserts and removed files as deletes), every row with
+  `_op` (+I/-U/+U/-D): an upsert_table aggregate over the source is then maintained with
+  retractions (sql/retract.py), as over an upsert_table's changelog.
+
 The starting configs only apply to a stream without a checkpoint (a new table, or
 `--full-refresh`), as Delta's startingVersion / startingTimestamp.
 """
@@ -108,6 +113,11 @@ def source_options(config: Mapping[str, Any]) -> dict[str, str]:
         if not isinstance(skip, bool):
             raise config_error("skip_change_commits", skip, "true or false")
         options["skipChangeCommits"] = str(skip).lower()
+    feed = config.get("read_change_feed")
+    if feed is not None:
+        if not isinstance(feed, bool):
+            raise config_error("read_change_feed", feed, "true or false")
+        options["readChangeFeed"] = str(feed).lower()
     return options
 
 

@@ -76,7 +76,10 @@ def committed_offsets(checkpoint: str) -> Optional[list]:
 
 
 def caught_up(
-    checkpoint: str, streams: Mapping[str, str], skip_change_commits: bool = False
+    checkpoint: str,
+    streams: Mapping[str, str],
+    skip_change_commits: bool = False,
+    change_feed: bool = False,
 ) -> bool:
     """Whether the query of `checkpoint`, started now, would run no batch: its last batch is
     committed and owes none (`committed_offsets`), and no source (`streams`: label -> Delta
@@ -93,7 +96,8 @@ def caught_up(
     if set(by_label) != set(streams):
         return False
     for label, path in streams.items():
-        log, end = Log(path, skip_change_commits), Position.parse(by_label[label])
+        log = Log(path, skip_change_commits, change_feed)
+        end = Position.parse(by_label[label])
         if advance(end, log.latest(), log.files) != end:
             return False
     return True

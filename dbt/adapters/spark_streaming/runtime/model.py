@@ -14,6 +14,7 @@ from typing import Any
 from .. import layout
 from .. import sql as sqlfront
 from ..delta import storage, types
+from ..delta.log import OP
 from ..errors import StreamingError
 from . import upsert
 from .catalog import Catalog
@@ -66,14 +67,17 @@ class Places:
 class SourceSchemas(Mapping):
     """Column types of relations by name, read from Delta on demand (for sql.compile_query)."""
 
-    def __init__(self, catalog: Catalog):
-        self.catalog = catalog
+    def __init__(self, catalog: Catalog, change_feed: bool = False):
+        self.catalog, self.change_feed = catalog, change_feed
 
     def __getitem__(self, name: str) -> dict[str, str]:
         path = self.catalog.location_of(name)
         if not storage.is_delta(path):
             raise KeyError(name)
-        return dict(types.table_columns(path))
+        columns = dict(types.table_columns(path))
+        if self.change_feed:  # read as a change feed (config read_change_feed)
+            columns.setdefault(OP, "string")
+        return columns
 
     def __iter__(self):
         return iter(f"{s}.{i}" for s, i, _ in self.catalog.bound())
@@ -84,15 +88,20 @@ class SourceSchemas(Mapping):
 
 def compile_model(catalog: Catalog, model: StreamingModel):
     """The model's QueryPlan (sql/), with SQL errors raised as StreamingError."""
+    feed = model.config.get("read_change_feed") is True
     try:
         return sqlfront.compile_query(
             model.sql,
-            schemas=SourceSchemas(catalog),
+            schemas=SourceSchemas(catalog, feed),
             watermark_delay=model.config.get("watermark_delay"),
             materialization=model.materialization,
             unique_key=upsert.unique_key(model.config),
             emit_early=upsert.emit_early(model.config, model.materialization),
-            changelogs=upsert.Changelogs(catalog, model.config.get("dimensions")),
+            changelogs=upsert.Changelogs(
+                catalog,
+                model.config.get("dimensions"),
+                feed and model.materialization == upsert.UPSERT_TABLE,  # retractions
+            ),
             state_ttl=model.config.get("state_ttl"),
             constant_domain=upsert.names_config(model.config, "constant_domain"),
             dimensions=upsert.names_config(model.config, "dimensions"),

@@ -32,7 +32,7 @@ from .. import layout
 from ..delta import offsets, storage, types
 from ..delta.log import Log, starting_position
 from ..delta.offsets import Position
-from ..delta.source import skip_change_commits
+from ..delta.source import read_change_feed, skip_change_commits
 from ..errors import StreamingError
 
 _VERSION_LINE = re.compile(r"^v\d+$")
@@ -147,7 +147,7 @@ def check_sources(
         start = done.get(name)
         if start is not None and start.version >= 0:
             _check_columns(identifier, name, path, start.version)
-        log = Log(path, skip)
+        log = Log(path, skip, read_change_feed(options))
         if start is None:
             start = starting_position(path, options)
         steps = [start, planned.get(name), Position(log.latest(), start=start.start)]

@@ -73,6 +73,7 @@ class ModelSink:
         self.arrow_schema = types.arrow_schema(columns)
         self.keys = upsert.key_columns(plan, [c for c, _ in columns])  # [] for a streaming_view
         self.driver_rows = upsert.driver_merge_rows(model.config)  # before the stream starts
+        self.cdf = bool(self.keys) and upsert.change_data_feed(model.config)
         self.base_meta = {
             "fingerprint": plan.fingerprint,
             "model": model.name,
@@ -90,7 +91,10 @@ class ModelSink:
         if is_delta(self.build):
             return
         create_table(
-            self.build, self.arrow_schema, {**self.base_meta, "batch_id": None, "sources": {}}
+            self.build,
+            self.arrow_schema,
+            {**self.base_meta, "batch_id": None, "sources": {}},
+            {"delta.enableChangeDataFeed": "true"} if self.cdf else None,  # delta/cdf.py
         )
         if self.keys:
             create_changelog(self.build, self.arrow_schema, restarts=self.partials is not None)

@@ -20,7 +20,7 @@ from typing import Optional
 from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta.sink import last_metadata
-from ..delta.source import FORMAT, consumed, skip_change_commits
+from ..delta.source import FORMAT, consumed, read_change_feed, skip_change_commits
 from ..delta.storage import is_delta
 from ..errors import StreamingError
 from . import admission, failures, lifecycle, preflight, report, runner, upsert
@@ -199,7 +199,9 @@ def _nothing_to_run(model: StreamingModel, plan, places: Places, options: dict) 
     return (
         not model.full_refresh
         and bool(streams)
-        and caught_up(places.checkpoint, streams, skip_change_commits(options))
+        and caught_up(
+            places.checkpoint, streams, skip_change_commits(options), read_change_feed(options)
+        )
     )
 
 

@@ -19,15 +19,24 @@ UPSERT_TABLE = "upsert_table"
 
 class Changelogs(Mapping):
     """Upsert tables by name -> the name of their changelog (registered, so that it binds), for
-    sql/retract.py; the tables a model joins as tables (config `dimensions`) are left out."""
+    sql/retract.py; the tables a model joins as tables (config `dimensions`) are left out. With
+    `change_feed` (config `read_change_feed`), every Delta table read as a stream maps to
+    itself: read as its change feed, its rows carry `_op` as a changelog's do."""
 
-    def __init__(self, catalog, dimensions=None):
+    def __init__(self, catalog, dimensions=None, change_feed: bool = False):
         self.catalog, self.dimensions = catalog, {str(d).lower() for d in dimensions or []}
+        self.change_feed = change_feed
 
     def __getitem__(self, name: str) -> str:
         schema, _, identifier = name.rpartition(".")
+        if self.dimensions & {name, identifier}:
+            raise KeyError(name)
+        if self.change_feed:
+            if not is_delta(self.catalog.location_of(name)):
+                raise KeyError(name)
+            return name
         path = changelog_path(self.catalog.location_of(name))
-        if self.dimensions & {name, identifier} or not is_delta(path):
+        if not is_delta(path):
             raise KeyError(name)
         register_location(schema or "default", f"{identifier}_changelog", path)
         return f"{schema}.{identifier}_changelog" if schema else f"{identifier}_changelog"
@@ -69,6 +78,15 @@ def driver_merge_rows(config: Mapping[str, Any]) -> int:
         raise config_error(
             "driver_merge_max_rows", value, "a number of rows, >= 0 (0: always by Spark jobs)"
         )
+    return value
+
+
+def change_data_feed(config: Mapping[str, Any]) -> bool:
+    """Config `change_data_feed` (default true): the upsert_table is created with Delta's
+    Change Data Feed on, its changes written with each commit (delta/cdf.py)."""
+    value = config.get("change_data_feed", True)
+    if not isinstance(value, bool):
+        raise config_error("change_data_feed", value, "true or false")
     return value
 
 

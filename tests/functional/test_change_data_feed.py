@@ -1,0 +1,151 @@
+"""Delta Change Data Feed through `dbt run`: an upsert_table carries its changes as Delta CDF
+(deltalake's `load_cdf` from version 0 replays to the table through inserts, updates and
+deletes; the MERGE by Spark jobs is checked the same way in test_upsert_commit.py); a CDC-style
+source read as a change feed (`read_change_feed`) feeds an aggregate with retractions."""
+
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pytest
+from dbt.tests.util import run_dbt
+from deltalake import DeltaTable
+
+from .helpers import rows, table_path
+from .test_window_tvfs import append
+
+SOURCES = """
+sources:
+  - name: raw
+    schema: "{{ target.schema }}"
+    tables: [{name: ev}]
+"""
+# HAVING: a key's 3rd event deletes its row, its 2nd updates it.
+AGG = (
+    "SELECT k, COUNT(*) AS n, SUM(v) AS total FROM {{ source('raw', 'ev') }} "
+    "GROUP BY k HAVING COUNT(*) <= 2"
+)
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def events(spec: str, start: int) -> list[tuple]:
+    """(ts, k, v) events, one per character of `spec` (the key), v = position + start."""
+    return [(T0 + timedelta(seconds=start + i), k, start + i) for i, k in enumerate(spec)]
+
+
+def cdf_replay(path: str, key: int = 1) -> list[tuple]:
+    """The table rebuilt from its change data feed (load_cdf from version 0): per commit,
+    update_preimage/delete remove their row, insert/update_postimage add theirs."""
+    changes = pa.table(DeltaTable(path).load_cdf(starting_version=0).read_all())
+    assert {"_change_type", "_commit_version", "_commit_timestamp"} <= set(changes.column_names)
+    names = [c for c in changes.column_names if not c.startswith("_")]
+    first = {"update_preimage": 0, "delete": 0, "insert": 1, "update_postimage": 1}
+    ordered = sorted(
+        changes.to_pylist(), key=lambda r: (r["_commit_version"], first[r["_change_type"]])
+    )
+    table: dict = {}
+    for r in ordered:
+        values = tuple(r[c] for c in names)
+        kind = r["_change_type"]
+        if kind in ("update_preimage", "delete"):
+            assert table.pop(values[:key]) == values, f"{kind} of a row not in the table: {r}"
+        else:
+            assert values[:key] not in table, f"{kind} of a key in the table: {r}"
+            table[values[:key]] = values
+    return sorted(table.values())
+
+
+class TestUpsertTableChangeDataFeed:
+    @pytest.fixture(scope="class")
+    def models(self):
+        config = "materialized='upsert_table', constant_domain=['k']"
+        return {
+            "sources.yml": SOURCES,
+            "agg.sql": f"{{{{ config({config}) }}}}\n{AGG}",
+        }
+
+    def test_load_cdf_replays_the_table(self, project):
+        source = table_path(project, "ev")
+        runs = ["abc", "abbcd"]  # inserts; then updates of a and c, a delete of b, an insert of d
+        start = 0
+        for spec in runs:
+            append(source, events(spec, start))
+            start += len(spec)
+            run_dbt(["run"])
+        path = table_path(project, "agg")
+        table = DeltaTable(path)
+        assert table.metadata().configuration["delta.enableChangeDataFeed"] == "true"
+        assert table.protocol().min_writer_version >= 4
+        assert rows(path) == [("a", 2, 0 + 3), ("c", 2, 2 + 6), ("d", 1, 7)]
+        assert cdf_replay(path) == rows(path)
+        kinds = pa.table(table.load_cdf(starting_version=0).read_all())
+        kinds = set(kinds.column("_change_type").cast(pa.string()).to_pylist())
+        assert kinds == {"insert", "update_preimage", "update_postimage", "delete"}
+
+
+CDC_SOURCES = """
+sources:
+  - name: raw
+    schema: "{{ target.schema }}"
+    tables: [{name: accounts}]
+"""
+# the oracle: the aggregate over the source's current snapshot, run by Spark in batch
+BY_REGION = "SELECT region, COUNT(*) AS n, SUM(balance) AS total FROM {src} GROUP BY region"
+
+
+def accounts(rows: list[tuple]) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "region": pa.array([r[1] for r in rows]),
+            "balance": pa.array([r[2] for r in rows], pa.int64()),
+        }
+    )
+
+
+class TestReadChangeFeed:
+    """A CDC-style source (updates, deletes, a MERGE, CDF on) read as a change feed feeds an
+    aggregate with retractions: after each run the table is the aggregate over the source's
+    current rows."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        config = "materialized='upsert_table', constant_domain=['region'], read_change_feed=true"
+        sql = BY_REGION.format(src="{{ source('raw', 'accounts') }}")
+        return {"sources.yml": CDC_SOURCES, "by_region.sql": f"{{{{ config({config}) }}}}\n{sql}"}
+
+    def test_aggregate_over_the_change_feed(self, project):
+        from deltalake import write_deltalake
+
+        from dbt.adapters.spark_streaming.runtime.session import get_spark
+
+        source, out = table_path(project, "accounts"), table_path(project, "by_region")
+        write_deltalake(
+            source,
+            accounts([(1, "eu", 10), (2, "eu", 20), (3, "us", 5)]),
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
+
+        def oracle() -> list[tuple]:
+            spark = get_spark()
+            spark.createDataFrame(DeltaTable(source).to_pyarrow_table()).createOrReplaceTempView(
+                "__cdf_accounts"
+            )
+            return sorted(map(tuple, spark.sql(BY_REGION.format(src="__cdf_accounts")).collect()))
+
+        run_dbt(["run"])  # the initial snapshot, as inserts
+        assert rows(out) == oracle() == [("eu", 2, 30), ("us", 1, 5)]
+        table = DeltaTable(source)
+        table.update(updates={"balance": "balance + 1", "region": "'us'"}, predicate="id = 2")
+        table.delete("id = 3")
+        write_deltalake(source, accounts([(4, "ap", 7)]), mode="append")
+        run_dbt(["run"])  # an update moving a row between groups, a delete, an insert
+        assert rows(out) == oracle() == [("ap", 1, 7), ("eu", 1, 10), ("us", 1, 21)]
+        DeltaTable(source).merge(
+            accounts([(1, "eu", 11), (5, "eu", 1)]),
+            "s.id = t.id",
+            source_alias="s",
+            target_alias="t",
+        ).when_matched_update_all().when_not_matched_insert_all().execute()
+        DeltaTable(source).delete("id = 4")  # the "ap" group empties: its row is deleted
+        run_dbt(["run"])
+        assert rows(out) == oracle() == [("eu", 2, 12), ("us", 1, 21)]
