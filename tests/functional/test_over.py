@@ -1,0 +1,107 @@
+"""OVER aggregations on event time (sql/over.py, runtime/over.py) through `dbt run`: a seeded
+random event stream, out of order within the watermark delay, appended in two Delta versions
+(the second with one late event) with `dbt run` after each. After every run each model holds
+one row per on-time event at or below the watermark, with its frame's aggregates computed here
+in Python, the late event is counted, and snapshot_equivalence passes."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from dbt.tests.util import run_dbt
+
+from .helpers import commits, rows, table_path
+from .test_window_tvfs import EV, SOURCES, append, appends
+
+CONFIG = "{{ config(materialized='streaming_view', watermark_delay='2 minutes') }}\n"
+R3 = "RANGE BETWEEN INTERVAL '3' MINUTE PRECEDING AND CURRENT ROW"
+# name: (SQL, partitioned, frame kind, bound)
+MODELS = {
+    "over_range": (
+        f"SELECT k, ts, v, SUM(v) OVER (PARTITION BY k ORDER BY ts {R3}) AS s, "
+        f"COUNT(*) OVER (PARTITION BY k ORDER BY ts {R3}) AS n FROM {EV}",
+        True,
+        "range",
+        timedelta(minutes=3),
+    ),
+    "over_rows": (
+        "SELECT k, ts, v, SUM(v) OVER w AS s, MAX(v) OVER w AS n "
+        f"FROM {EV} WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND "
+        "CURRENT ROW)",
+        True,
+        "rows",
+        2,
+    ),
+    "over_unbounded": (
+        "SELECT k, ts, v, SUM(v) OVER (PARTITION BY k ORDER BY ts ROWS UNBOUNDED PRECEDING) "
+        "AS s, MIN(v) OVER (PARTITION BY k ORDER BY ts ROWS UNBOUNDED PRECEDING) AS n "
+        f"FROM {EV}",
+        True,
+        "rows",
+        None,
+    ),
+    "over_all": (  # unpartitioned, RANGE UNBOUNDED (the default frame of ORDER BY)
+        f"SELECT k, ts, v, COUNT(v) OVER (ORDER BY ts) AS s, AVG(v) OVER (ORDER BY ts) AS n "
+        f"FROM {EV}",
+        False,
+        "range",
+        None,
+    ),
+}
+
+
+def expected(name: str, events: list[tuple], watermark: datetime) -> list[tuple]:
+    """(k, ts, v, s, n) of each event at or below the watermark, its frame computed here."""
+    _, partitioned, kind, bound = MODELS[name]
+    out = []
+    for t, k, v in events:
+        if t > watermark:
+            continue
+        peers = sorted(e for e in events if (e[1] == k or not partitioned) and e[0] <= t)
+        if kind == "range" and bound is not None:
+            frame = [e for e in peers if e[0] >= t - bound]
+        elif kind == "rows" and bound is not None:
+            frame = peers[-(bound + 1) :]
+        else:
+            frame = peers
+        values = [e[2] for e in frame]
+        s, n = {
+            "over_range": (sum(values), len(values)),
+            "over_rows": (sum(values), max(values)),
+            "over_unbounded": (sum(values), min(values)),
+            "over_all": (len(values), sum(values) / len(values)),
+        }[name]
+        out.append((k, t, v, s, n))
+    return sorted(out)
+
+
+class TestOverAggregations:
+    @pytest.fixture(scope="class")
+    def models(self):
+        tests = "models:\n" + "".join(
+            f"  - {{name: {n}, data_tests: [snapshot_equivalence]}}\n" for n in MODELS
+        )
+        out = {"sources.yml": SOURCES, "tests.yml": tests}
+        out.update({f"{n}.sql": CONFIG + sql for n, (sql, *_) in MODELS.items()})
+        return out
+
+    def test_over_aggregations_equal_their_frames(self, project):
+        source, seen = table_path(project, "ev"), []
+        versions = appends(seed=16, versions=2, per_version=30, keys="ab", minutes=8)
+        late = (versions[0][0][0] - timedelta(minutes=5), "a", 1000)
+        versions[1].append(late)
+        for i, events in enumerate(versions):
+            append(source, events)
+            seen += [e for e in events if e is not late]
+            results = run_dbt(["run"])
+            assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
+                n: i for n in MODELS
+            }
+            for name in MODELS:
+                wm = commits(table_path(project, name))[-1]["watermark_ms"]
+                watermark = datetime.fromtimestamp(wm / 1000, timezone.utc)
+                got = rows(table_path(project, name))
+                want = expected(name, seen, watermark)
+                assert len(got) == len(want) > 0, name
+                for a, b in zip(got, want, strict=True):
+                    assert a[:4] == b[:4] and abs(a[4] - b[4]) < 1e-9, (name, a, b)
+            assert len(run_dbt(["test"])) == len(MODELS)
