@@ -81,15 +81,16 @@ def _error(code: str, what: str, why: str, fix: str, node: Optional[exp.Expr]) -
 
 
 def over_windows(tree: exp.Expr) -> List[exp.Window]:
-    """The OVER clauses of ``tree`` applying an aggregate (not a ranking function), excluding
-    named window definitions (``WINDOW w AS (...)``)."""
-    found = []
-    for node in tree.find_all(exp.Window):
-        if isinstance(node.this, exp.AggFunc) and not isinstance(
-            node.this, (exp.RowNumber, exp.Rank, exp.DenseRank)
-        ):
-            found.append(node)
-    return found
+    """The OVER clauses applying SUM, COUNT, MIN, MAX or AVG in the items of the outer SELECT
+    of ``tree`` (others, and those in subqueries, are refused as SSV108 by the compiler)."""
+    if not isinstance(tree, exp.Select):
+        return []
+    return [
+        node
+        for item in tree.expressions
+        for node in item.find_all(exp.Window)
+        if type(node.this) in FUNCTIONS or isinstance(node.this, exp.AggFunc)
+    ]
 
 
 def _shape_error(what: str, node: Optional[exp.Expr]) -> SqlError:
@@ -225,14 +226,14 @@ def analyse_over(
             windows[0],
         )
     select = tree
-    if not isinstance(select, exp.Select):
-        raise _shape_error("an OVER aggregation in a set operation or CTE", windows[0])
     frm = select.args.get("from_")
     table = frm.this if frm is not None else None
     for arg in ("joins", "group", "having", "distinct", "with_", "qualify"):
         if select.args.get(arg):
+            node = select.args[arg]
             raise _shape_error(
-                f"an OVER aggregation with {arg.rstrip('_').upper()}", select.args[arg]
+                f"an OVER aggregation with {arg.rstrip('_').upper()}",
+                node[0] if isinstance(node, list) else node,
             )
     if not isinstance(table, exp.Table) or isinstance(table, WindowTVF) or table.args.get("joins"):
         raise _shape_error("an OVER aggregation must read one source table", table or select)
