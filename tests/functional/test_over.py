@@ -10,7 +10,14 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from .helpers import commits, rows, table_path
-from .test_window_tvfs import EV, SOURCES, append, appends
+from .test_window_tvfs import EV, append, appends
+
+SOURCES = """
+sources:
+  - name: raw
+    schema: "{{ target.schema }}"
+    tables: [{name: ev}, {name: orders}]
+"""
 
 CONFIG = "{{ config(materialized='streaming_view', watermark_delay='2 minutes') }}\n"
 R3 = "RANGE BETWEEN INTERVAL '3' MINUTE PRECEDING AND CURRENT ROW"
@@ -49,6 +56,27 @@ MODELS = {
 }
 
 
+# FLIP-11's row window over a 10 minute RANGE, rows written out by hand (watermark delay 2
+# minutes; the 10:30 row sets the watermark to 10:28 and is not emitted). 10:05 has two peers,
+# both in each other's frame; the frame of 10:15 starts at 10:05 inclusive.
+FLIP11 = (
+    "SELECT k AS product, ts AS rowtime, v AS units, SUM(v) OVER w AS s, COUNT(*) OVER w AS n "
+    "FROM {{ source('raw', 'orders') }} "
+    "WINDOW w AS (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '10' MINUTE PRECEDING AND "
+    "CURRENT ROW)"
+)
+ORDERS = [("10:15", "A", 6), ("10:05", "A", 3), ("10:00", "A", 1), ("10:30", "B", 7),
+          ("10:09", "B", 4), ("10:12", "A", 5), ("10:05", "A", 2)]  # fmt: skip
+FLIP11_ROWS = [("A", "10:00", 1, 1, 1), ("A", "10:05", 2, 6, 3), ("A", "10:05", 3, 6, 3),
+               ("A", "10:12", 5, 10, 3), ("A", "10:15", 6, 16, 4),
+               ("B", "10:09", 4, 4, 1)]  # fmt: skip
+
+
+def at(hhmm: str) -> datetime:
+    h, m = hhmm.split(":")
+    return datetime(2020, 4, 15, int(h), int(m), tzinfo=timezone.utc)
+
+
 def expected(name: str, events: list[tuple], watermark: datetime) -> list[tuple]:
     """(k, ts, v, s, n) of each event at or below the watermark, its frame computed here."""
     _, partitioned, kind, bound = MODELS[name]
@@ -82,6 +110,8 @@ class TestOverAggregations:
         )
         out = {"sources.yml": SOURCES, "tests.yml": tests}
         out.update({f"{n}.sql": CONFIG + sql for n, (sql, *_) in MODELS.items()})
+        out["tests.yml"] += "  - {name: flip11, data_tests: [snapshot_equivalence]}\n"
+        out["flip11.sql"] = CONFIG + FLIP11
         return out
 
     def test_over_aggregations_equal_their_frames(self, project):
@@ -89,13 +119,17 @@ class TestOverAggregations:
         versions = appends(seed=16, versions=2, per_version=30, keys="ab", minutes=8)
         late = (versions[0][0][0] - timedelta(minutes=5), "a", 1000)
         versions[1].append(late)
+        append(table_path(project, "orders"), [(at(t), k, v) for t, k, v in ORDERS])
         for i, events in enumerate(versions):
             append(source, events)
             seen += [e for e in events if e is not late]
             results = run_dbt(["run"])
             assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
-                n: i for n in MODELS
+                **{n: i for n in MODELS},
+                "flip11": 0,
             }
+            flip11 = [(a, b, c, d, e) for a, b, c, d, e in rows(table_path(project, "flip11"))]
+            assert flip11 == [(p, at(t), u, s, n) for p, t, u, s, n in FLIP11_ROWS]
             for name in MODELS:
                 wm = commits(table_path(project, name))[-1]["watermark_ms"]
                 watermark = datetime.fromtimestamp(wm / 1000, timezone.utc)
@@ -104,4 +138,4 @@ class TestOverAggregations:
                 assert len(got) == len(want) > 0, name
                 for a, b in zip(got, want, strict=True):
                     assert a[:4] == b[:4] and abs(a[4] - b[4]) < 1e-9, (name, a, b)
-            assert len(run_dbt(["test"])) == len(MODELS)
+            assert len(run_dbt(["test"])) == len(MODELS) + 1
