@@ -139,3 +139,12 @@ def test_upsert_table_and_missing_watermark_delay():
     with pytest.raises(SqlError) as info:
         plan(sql, delay=None)
     assert info.value.code == "SSV105" and "OVER aggregation" in str(info.value)
+
+
+def test_calcite_cascading_partition_by_floor():
+    p = plan(
+        "SELECT product, rowtime, SUM(units) OVER (PARTITION BY FLOOR(rowtime TO HOUR), product "
+        "ORDER BY rowtime ROWS UNBOUNDED PRECEDING) AS s FROM a.orders"
+    )
+    assert p.over.keys == ("__dss_p0", "__dss_p1") and p.over.frame == UNBOUNDED_ROWS
+    assert "DATE_TRUNC('HOUR', rowtime) AS __dss_p0" in p.spark_sql
