@@ -61,7 +61,12 @@ def _operator(spec: OverSpec, names: List[str]):
     functions = [a.function for a in spec.aggregates]
 
     def run(key, pdfs, state) -> Iterator[Any]:
+        import warnings
+
         import pandas as pd
+
+        # pyspark's worker concatenates the groups' outputs, some empty: pandas warns each time
+        warnings.filterwarnings("ignore", "The behavior of DataFrame concatenation", FutureWarning)
 
         watermark = state.getCurrentWatermarkMs() * 1000
         held = pickle.loads(state.get[0]) if state.exists else None
