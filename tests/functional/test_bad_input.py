@@ -156,7 +156,7 @@ BAD_MODELS = {
     "limit_on_result": (SV + f"SELECT item, price FROM {BIDS} LIMIT 5", "SSV108", "LIMIT"),
     "over_in_select": (
         SV + f"SELECT item, SUM(price) OVER (PARTITION BY item) AS s FROM {BIDS}",
-        "SSV108",
+        "SSV170",
         "OVER",
     ),
     "distinct_sum_in_aggregate": (

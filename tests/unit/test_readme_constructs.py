@@ -83,6 +83,9 @@ EXAMPLES = {
         "SELECT item, SUM(price) OVER (PARTITION BY item ORDER BY bidtime "
         "ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS s FROM a.bids"
     ),
+    "OVER ordered by a non-time column, or a FOLLOWING frame": (
+        "SELECT item, SUM(price) OVER (PARTITION BY item ORDER BY price) AS s FROM a.bids"
+    ),
     "aggregate without a window, SELECT DISTINCT": (
         "SELECT item, SUM(price) AS s FROM a.bids GROUP BY item"
     ),

@@ -320,7 +320,12 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options:
             reader.load(path).createOrReplaceTempView(view)
         bindings[name] = view
     try:
-        return spark.sql(plan.sql_for(bindings))
+        df = spark.sql(plan.sql_for(bindings))
+        if plan.over is not None:  # an OVER aggregation: our operator (runtime/over.py)
+            from .over import over_dataframe
+
+            df = over_dataframe(df, plan.over, spark.sql(plan.over_sql_for(bindings)).schema)
+        return df
     except PySparkException as exc:
         raise StreamingError(
             "SSR303",

@@ -19,6 +19,9 @@ from .groupwin import rewrite_group_windows
 from .intervaljoin import interval_joins, refuse_as_upsert, rewrite_interval_joins
 from .intervals import parse_duration
 from .joins import window_joins
+from .over import OverSpec, analyse_over
+from .over import emitted as over_emitted
+from .over import late_rows as over_late_rows
 from .refused import refuse_constant_relations, refuse_wall_clock
 from .retract import rewrite_retractions
 from .rewrite import rewrite_distinct_counts, rewrite_tvfs
@@ -63,7 +66,8 @@ class QueryPlan:
     )  # Top-N: the whole query
     _stream: Optional[exp.Expr] = field(
         repr=False, compare=False, default=None
-    )  # state_ttl: the projection
+    )  # state_ttl: the projection; OVER: the operator's input
+    over: Optional[OverSpec] = None  # an OVER aggregation (sql/over.py, runtime/over.py)
 
     @property
     def updating(self) -> bool:
@@ -104,6 +108,8 @@ class QueryPlan:
         ``watermark_us``, over bound inputs that carry each row's batch watermark in column
         ``oracle.LATE_COLUMN`` (see sql/oracle.py for Spark's rule). In update mode every
         group is emitted (open windows too), and HAVING (``__keep``) decides which are kept."""
+        if self.over is not None:
+            return _generate(over_emitted(self._bound(bindings), self.over, watermark_us))
         if self._oracle is not None:  # a Top-N without a window: no watermark, nothing late
             return _generate(self._bound(bindings, self._oracle))
         updating = self.updating
@@ -116,7 +122,13 @@ class QueryPlan:
     def late_rows_sql(self, bindings: Mapping[str, str]) -> List[str]:
         """Per window aggregate, batch SQL listing the input rows the stream dropped as late
         (inputs bound as for ``emitted_sql``)."""
+        if self.over is not None:
+            return [_generate(over_late_rows(self._bound(bindings), self.over))]
         return [_generate(q) for q in oracle.late_rows(self._bound(bindings))]
+
+    def over_sql_for(self, bindings: Mapping[str, str]) -> str:
+        """An OVER aggregation's own query (its result's columns and types) over ``bindings``."""
+        return _generate(self._bound(bindings))
 
     def rank_sql_for(self, view: str) -> str:
         """A Top-N's re-ranking query (sql/upsert.py rewrite_rank) over the view ``view``."""
@@ -258,9 +270,31 @@ def _check_unsupported(tree: exp.Expr, allowed: AbstractSet[int] = frozenset()) 
             "window of its left (RIGHT: right) side, in a subquery of its FROM or a CTE used only "
             "there)",
             "Use a window TVF aggregate (TABLE(TUMBLE(...)) grouped by window_start, "
-            "window_end), a window Top-N, or compute it in a batch model.",
+            "window_end), a window Top-N, an OVER aggregation (SUM, COUNT, MIN, MAX or AVG "
+            "OVER (ORDER BY <event time> ...) in the model's outer SELECT over one source), or "
+            "compute it in a batch model.",
             node,
         )
+
+
+def _over_plan(
+    tree: exp.Expr, spec: OverSpec, body: exp.Select, delay_us: Optional[int]
+) -> QueryPlan:
+    """The plan of an OVER aggregation: its stream is the operator's input (sql/over.py)."""
+    sources = _normalize_sources(tree)
+    _normalize_sources(body)
+    spark_sql = _generate(body)
+    return QueryPlan(
+        spark_sql=spark_sql,
+        sources=sources,
+        kind="append",
+        windows=(),
+        watermark_delay_us=delay_us,
+        fingerprint=hashlib.sha256(f"{spark_sql}\n{spec}".encode("utf-8")).hexdigest(),
+        _tree=tree,
+        _stream=body,
+        over=spec,
+    )
 
 
 def parse_watermark_delay(value: Optional[str]) -> Optional[int]:
@@ -325,6 +359,9 @@ def compile_query(
     inline_ranked_ctes(tree)
     topns = window_topns(tree)
     found = dedups(tree, topns) if materialization == UPSERT_TABLE else []
+    over = None if topns or found else analyse_over(tree, schemas, delay_us, materialization)
+    if over is not None:
+        return _over_plan(tree, *over, delay_us)
     _check_unsupported(tree, {id(t.window) for t in topns} | {id(d.window) for d in found})
     rewrite_distinct_counts(tree)
     tvfs = list(tree.find_all(WindowTVF))

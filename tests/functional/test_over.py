@@ -1,0 +1,134 @@
+"""OVER aggregations on event time (sql/over.py, runtime/over.py) through `dbt run`: a seeded
+random event stream, out of order within the watermark delay, appended in two Delta versions
+(the second with one late event) with `dbt run` after each. After every run each model holds
+one row per on-time event at or below the watermark, with its frame's aggregates computed here
+in Python, and the late event is counted; snapshot_equivalence passes at the end. FLIP-11's
+example runs beside them, its rows written out by hand."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from dbt.tests.util import run_dbt
+
+from .helpers import commits, rows, table_path
+from .test_window_tvfs import EV, append, appends
+
+SOURCES = """
+sources:
+  - name: raw
+    schema: "{{ target.schema }}"
+    tables: [{name: ev}, {name: orders}]
+"""
+
+CONFIG = "{{ config(materialized='streaming_view', watermark_delay='2 minutes') }}\n"
+R3 = "RANGE BETWEEN INTERVAL '3' MINUTE PRECEDING AND CURRENT ROW"
+# name: (SQL, partitioned, frame kind, bound)
+MODELS = {
+    "over_range": (
+        f"SELECT k, ts, v, SUM(v) OVER (PARTITION BY k ORDER BY ts {R3}) AS s, "
+        f"COUNT(*) OVER (PARTITION BY k ORDER BY ts {R3}) AS n FROM {EV}",
+        True,
+        "range",
+        timedelta(minutes=3),
+    ),
+    "over_rows": (
+        "SELECT k, ts, v, SUM(v) OVER w AS s, MAX(v) OVER w AS n "
+        f"FROM {EV} WINDOW w AS (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND "
+        "CURRENT ROW)",
+        True,
+        "rows",
+        2,
+    ),
+    "over_all": (  # unpartitioned, RANGE UNBOUNDED (the default frame of ORDER BY; the
+        # unit tests pin ROWS UNBOUNDED's plan, which differs only in taking peers one by one)
+        f"SELECT k, ts, v, COUNT(v) OVER (ORDER BY ts) AS s, AVG(v) OVER (ORDER BY ts) AS n "
+        f"FROM {EV}",
+        False,
+        "range",
+        None,
+    ),
+}
+
+
+# FLIP-11's row window over a 10 minute RANGE, rows written out by hand (watermark delay 2
+# minutes; the 10:30 row sets the watermark to 10:28 and is not emitted). 10:05 has two peers,
+# both in each other's frame; the frame of 10:15 starts at 10:05 inclusive.
+FLIP11 = (
+    "SELECT k AS product, ts AS rowtime, v AS units, SUM(v) OVER w AS s, COUNT(*) OVER w AS n "
+    "FROM {{ source('raw', 'orders') }} "
+    "WINDOW w AS (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '10' MINUTE PRECEDING AND "
+    "CURRENT ROW)"
+)
+ORDERS = [("10:15", "A", 6), ("10:05", "A", 3), ("10:00", "A", 1), ("10:30", "B", 7),
+          ("10:09", "B", 4), ("10:12", "A", 5), ("10:05", "A", 2)]  # fmt: skip
+FLIP11_ROWS = [("A", "10:00", 1, 1, 1), ("A", "10:05", 2, 6, 3), ("A", "10:05", 3, 6, 3),
+               ("A", "10:12", 5, 10, 3), ("A", "10:15", 6, 16, 4),
+               ("B", "10:09", 4, 4, 1)]  # fmt: skip
+
+
+def at(hhmm: str) -> datetime:
+    h, m = hhmm.split(":")
+    return datetime(2020, 4, 15, int(h), int(m), tzinfo=timezone.utc)
+
+
+def expected(name: str, events: list[tuple], watermark: datetime) -> list[tuple]:
+    """(k, ts, v, s, n) of each event at or below the watermark, its frame computed here."""
+    _, partitioned, kind, bound = MODELS[name]
+    out = []
+    for t, k, v in events:
+        if t > watermark:
+            continue
+        peers = sorted(e for e in events if (e[1] == k or not partitioned) and e[0] <= t)
+        if kind == "range" and bound is not None:
+            frame = [e for e in peers if e[0] >= t - bound]
+        elif kind == "rows" and bound is not None:
+            frame = peers[-(bound + 1) :]
+        else:
+            frame = peers
+        values = [e[2] for e in frame]
+        s, n = {
+            "over_range": (sum(values), len(values)),
+            "over_rows": (sum(values), max(values)),
+            "over_all": (len(values), sum(values) / len(values)),
+        }[name]
+        out.append((k, t, v, s, n))
+    return sorted(out)
+
+
+class TestOverAggregations:
+    @pytest.fixture(scope="class")
+    def models(self):
+        tests = "models:\n" + "".join(
+            f"  - {{name: {n}, data_tests: [snapshot_equivalence]}}\n" for n in MODELS
+        )
+        out = {"sources.yml": SOURCES, "tests.yml": tests}
+        out.update({f"{n}.sql": CONFIG + sql for n, (sql, *_) in MODELS.items()})
+        out["tests.yml"] += "  - {name: flip11, data_tests: [snapshot_equivalence]}\n"
+        out["flip11.sql"] = CONFIG + FLIP11
+        return out
+
+    def test_over_aggregations_equal_their_frames(self, project):
+        source, seen = table_path(project, "ev"), []
+        versions = appends(seed=16, versions=2, per_version=30, keys="ab", minutes=8)
+        late = (versions[0][0][0] - timedelta(minutes=5), "a", 1000)
+        versions[1].append(late)
+        append(table_path(project, "orders"), [(at(t), k, v) for t, k, v in ORDERS])
+        for i, events in enumerate(versions):
+            append(source, events)
+            seen += [e for e in events if e is not late]
+            results = run_dbt(["run"])
+            assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
+                **{n: i for n in MODELS},
+                "flip11": 0,
+            }
+            flip11 = [(a, b, c, d, e) for a, b, c, d, e in rows(table_path(project, "flip11"))]
+            assert flip11 == [(p, at(t), u, s, n) for p, t, u, s, n in FLIP11_ROWS]
+            for name in MODELS:
+                wm = commits(table_path(project, name))[-1]["watermark_ms"]
+                watermark = datetime.fromtimestamp(wm / 1000, timezone.utc)
+                got = rows(table_path(project, name))
+                want = expected(name, seen, watermark)
+                assert len(got) == len(want) > 0, name
+                for a, b in zip(got, want, strict=True):
+                    assert a[:4] == b[:4] and abs(a[4] - b[4]) < 1e-9, (name, a, b)
+        assert len(run_dbt(["test"])) == len(MODELS) + 1
