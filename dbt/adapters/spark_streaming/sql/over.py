@@ -197,10 +197,8 @@ def _time_column(
 
 
 def _signature(window: exp.Window) -> str:
-    parts = [
-        window.args.get(a).sql() if isinstance(window.args.get(a), exp.Expr) else ""
-        for a in ("order", "spec")
-    ]
+    args = [window.args.get(a) for a in ("order", "spec")]
+    parts = [a.sql() if isinstance(a, exp.Expr) else "" for a in args]
     keys = ",".join(p.sql() for p in window.args.get("partition_by") or [])
     return f"{keys}|{parts[0]}|{parts[1]}"
 
@@ -228,11 +226,11 @@ def analyse_over(
     select = tree
     frm = select.args.get("from_")
     table = frm.this if frm is not None else None
-    for arg in ("joins", "group", "having", "distinct", "with_", "qualify"):
-        if select.args.get(arg):
-            node = select.args[arg]
+    for clause in ("joins", "group", "having", "distinct", "with_", "qualify"):
+        if select.args.get(clause):
+            node = select.args[clause]
             raise _shape_error(
-                f"an OVER aggregation with {arg.rstrip('_').upper()}",
+                f"an OVER aggregation with {clause.rstrip('_').upper()}",
                 node[0] if isinstance(node, list) else node,
             )
     if not isinstance(table, exp.Table) or isinstance(table, WindowTVF) or table.args.get("joins"):
@@ -290,7 +288,7 @@ def analyse_over(
                 )
             if not name or not isinstance(item, exp.Alias):
                 raise _shape_error(f"{inner.sql()} has no name", item)
-            arg = None
+            arg: Optional[str] = None
             if not isinstance(agg.this, exp.Star):
                 arg = ARG.format(len(aggregates))
                 projections.append(exp.alias_(agg.this.copy(), arg))
@@ -308,7 +306,7 @@ def analyse_over(
             continue
         projections.append(exp.alias_(inner.copy(), COLUMN.format(i)))
         outputs.append((name, COLUMN.format(i)))
-    source_node = WatermarkedTable(
+    source_node: exp.Expr = WatermarkedTable(
         this=exp.Table(
             this=table.this.copy(), db=table.args["db"].copy() if table.args.get("db") else None
         ),
@@ -337,11 +335,11 @@ def _not_late(time: exp.Expr) -> exp.Expr:
     return exp.Not(this=exp.Coalesce(this=late, expressions=[exp.false()]))
 
 
-def _source(tree: exp.Select) -> exp.Table:
+def _source(tree: exp.Expr) -> exp.Table:
     return tree.args["from_"].this
 
 
-def _late_filtered(tree: exp.Select, time_column: str, late: bool) -> None:
+def _late_filtered(tree: exp.Expr, time_column: str, late: bool) -> None:
     """Replace the (bound) source of ``tree`` by its rows not dropped as late (``late``: by its
     rows dropped as late), keeping its correlation name."""
     table = _source(tree)
@@ -353,7 +351,7 @@ def _late_filtered(tree: exp.Select, time_column: str, late: bool) -> None:
     table.replace(exp.Subquery(this=rows, alias=name))
 
 
-def emitted(tree: exp.Select, spec: OverSpec, watermark_us: int) -> exp.Expr:
+def emitted(tree: exp.Expr, spec: OverSpec, watermark_us: int) -> exp.Expr:
     """What the stream emitted up to a batch with watermark ``watermark_us``: the model's query
     (its source bound to a view carrying LATE_COLUMN) over the rows not dropped as late, for the
     rows whose time is at or below the watermark."""
@@ -377,7 +375,7 @@ def emitted(tree: exp.Select, spec: OverSpec, watermark_us: int) -> exp.Expr:
     )
 
 
-def late_rows(tree: exp.Select, spec: OverSpec) -> exp.Expr:
+def late_rows(tree: exp.Expr, spec: OverSpec) -> exp.Expr:
     """The source rows (after the model's WHERE) the stream dropped as late, with the watermark
     of the batch that read them."""
     tree = tree.copy()
