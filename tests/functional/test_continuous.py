@@ -161,6 +161,17 @@ class TestChangeWhileRunning(Base):
             and self.status(project)["alive"]
         )
 
+        # A change after the aggregation keeps the state: the runner is restarted on it.
+        with open(os.path.join(project.project_root, "models", "per_10min.sql"), "w") as fh:
+            fh.write(MODEL.replace("SUM(price) AS total", "ROUND(SUM(price), 2) AS total"))
+        _, out = run_dbt_and_capture(["run"])
+        assert "class keeps_state" in out and "its query changed" in out, out
+        restarted = self.status(project)
+        assert restarted["alive"] and restarted["pid"] != pid and rows(path) == before
+        pid = restarted["pid"]
+        with open(os.path.join(project.project_root, "models", "per_10min.sql"), "w") as fh:
+            fh.write(CHANGED)
+
         # --full-refresh stops the runner, rebuilds, and starts a new one on the new query.
         _, out = run_dbt_and_capture(["run", "--full-refresh"])
         assert "stopping its runner" in out and "running continuously" in out

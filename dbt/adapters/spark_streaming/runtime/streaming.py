@@ -25,9 +25,10 @@ from ..delta.storage import is_delta
 from ..errors import StreamingError
 from . import admission, failures, lifecycle, preflight, report, runner, upsert
 from .catalog import Catalog, registered_locations
+from .changes import check_query_change
 from .checkpoint import caught_up, plan_no_data_batch
 from .equivalence import late_rows
-from .model import Places, StreamingModel, compile_model, query_change, record_query
+from .model import Places, StreamingModel, compile_model, record_query
 from .report import StreamingAdapterResponse
 from .sink import ModelSink
 
@@ -84,17 +85,17 @@ def _settle_runner(
                 f"{current['last_batch_at'] or '-'}); nothing to do"
             )
             return pid
-        if not model.full_refresh and current["fingerprint"] != plan.fingerprint:
-            raise StreamingError(
-                "SSR301",
-                f"the query of {model.name} changed while its runner ({pid}) runs the old one"
-                + query_change(model.location(catalog), current["fingerprint"], model.sql),
-                "the runner's state belongs to the old query, and reusing it could silently "
-                "miscount",
-                f"Run `dbt run --full-refresh -s {model.identifier}` to stop the runner and "
-                "rebuild the table, or revert the change.",
-            )
-        why = "--full-refresh" if model.full_refresh else "its trigger is now available_now"
+        changed = not model.full_refresh and current["fingerprint"] != plan.fingerprint
+        if changed:  # SSR301 unless the change keeps the state: then restart the runner
+            target = model.location(catalog)
+            check_query_change(catalog, model, plan, target, current["fingerprint"], pid)
+        why = (
+            "--full-refresh"
+            if model.full_refresh
+            else "its query changed"
+            if changed
+            else "its trigger is now available_now"
+        )
         logger.info(f"{model.name}: stopping its runner ({pid}): {why}")
         runner.stop(catalog.control, model.name)
     elif current and current["state"] in ("dead", "failed"):
@@ -172,7 +173,7 @@ def _run(
     a processing-time trigger until `monitor` stops it."""
     places = _places(catalog, model, plan)
     options = admission.source_options(model.config)  # max_files_per_trigger, starting_version...
-    previous = _check_sources_and_state(model, plan, places, options)
+    previous = _check_sources_and_state(model, plan, places, options, catalog)
     admission.check_start(options, _streams(model, plan, places), places.checkpoint)
     if interval is None and _nothing_to_run(model, plan, places, options):
         return _nothing_new(model, plan, places, previous, started)
@@ -238,7 +239,9 @@ def _places(catalog: Catalog, model: StreamingModel, plan) -> Places:
     return Places(target, build, sources, catalog.checkpoint(model.name, build))
 
 
-def _check_sources_and_state(model: StreamingModel, plan, places: Places, options: dict) -> dict:
+def _check_sources_and_state(
+    model: StreamingModel, plan, places: Places, options: dict, catalog: Catalog
+) -> dict:
     """Refuse, before any stream starts, a source without a Delta table (SSR302), then what
     _check_state and runtime/preflight.py refuse. Returns the metadata of the table's last
     commit ({} for a new one)."""
@@ -253,7 +256,7 @@ def _check_sources_and_state(model: StreamingModel, plan, places: Places, option
             )
     if places.rebuild:  # the table and its state are about to be cleared
         return {}
-    previous = _check_state(model, plan, places.build, places.checkpoint) or {}
+    previous = _check_state(model, plan, places.build, places.checkpoint, catalog) or {}
     preflight.check_checkpoint(places.checkpoint, model.identifier)
     streams = _streams(model, plan, places)
     preflight.check_sources(model.identifier, streams, places.checkpoint, options)
@@ -266,21 +269,16 @@ def _streams(model: StreamingModel, plan, places: Places) -> dict[str, str]:
     return {n: p for n, p in places.sources.items() if n not in dimensions}
 
 
-def _check_state(model: StreamingModel, plan, target: str, checkpoint: str) -> Optional[dict]:
-    """Refuse, before any stream starts: a changed query over old state, a table whose
+def _check_state(
+    model: StreamingModel, plan, target: str, checkpoint: str, catalog: Optional[Catalog] = None
+) -> Optional[dict]:
+    """Refuse, before any stream starts: a changed query over old state (runtime/changes.py:
+    one that keeps the state goes on), a table whose
     checkpoint is gone, a checkpoint whose table is gone. Returns the metadata of the table's
     last commit (None for a new table)."""
     previous = last_metadata(target)
     if previous and previous.get("fingerprint") != plan.fingerprint:
-        raise StreamingError(
-            "SSR301",
-            f"the query of {model.name} changed since its table was built"
-            + query_change(target, previous["fingerprint"], model.sql),
-            "its checkpoint holds state of the old query, and reusing it could silently miscount",
-            "Run `dbt run --full-refresh -s "
-            + model.identifier
-            + "` to rebuild it from the sources' full history.",
-        )
+        check_query_change(catalog, model, plan, target, previous["fingerprint"])
     if (
         previous
         and previous.get("batch_id") is not None

@@ -1,0 +1,98 @@
+"""A changed model query over an existing table and checkpoint (issue 18): a change after the
+stateful operator (its projection, HAVING) keeps the checkpoint and state, and Spark resumes
+the new query from them; a change of the state (aggregates, watermark, grouping keys) is
+refused before any stream starts, naming the change and `--full-refresh`."""
+
+import os
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+from deltalake import DeltaTable
+
+from .helpers import append_bids, rows, table_path, ts
+
+HEAD = "{{{{ config(materialized='streaming_view', watermark_delay='{delay}') }}}} "
+TVF = "TABLE(TUMBLE(TABLE {{ ref('bids') }}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))"
+MODEL = (
+    "SELECT window_start, window_end, item, SUM(price) AS total FROM "
+    + TVF
+    + " GROUP BY window_start, window_end, item"
+)
+# the projection and a filter after the aggregation change; its keys and buffers do not
+OUTPUT_CHANGED = MODEL.replace("item, SUM", "LOWER(item) AS item, SUM") + " HAVING SUM(price) > 3"
+
+
+def _write(project, sql: str, delay: str = "1 minute") -> None:
+    with open(os.path.join(project.project_root, "models", "totals.sql"), "w") as fh:
+        fh.write(HEAD.format(delay=delay) + sql)
+
+
+class TestQueryChange:
+    @pytest.fixture(scope="class")
+    def seeds(self):
+        return {
+            "bids.csv": "bidtime,price,item\n2020-04-15 08:01:00,2,A\n2020-04-15 08:02:00,3,A\n"
+            "2020-04-15 08:03:00,4,B\n2020-04-15 08:21:00,3,B\n"
+        }
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"totals.sql": HEAD.format(delay="1 minute") + MODEL}
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {
+            "seeds": {
+                "+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}
+            }
+        }
+
+    def test_output_change_keeps_state_state_change_is_refused(self, project):
+        run_dbt(["seed"])
+        run_dbt(["run"])
+        out = table_path(project, "totals")
+        w0 = (ts("2020-04-15 08:00:00"), ts("2020-04-15 08:10:00"))
+        w2 = (ts("2020-04-15 08:20:00"), ts("2020-04-15 08:30:00"))
+        assert rows(out) == [(*w0, "A", 5.0), (*w0, "B", 4.0)]  # 08:20 B 3 is in state
+
+        # (a) projection and HAVING after the aggregation: the state goes on. Window 08:20's
+        # B total is 3 (read by the first run, kept in state) + 2: 5 passes HAVING > 3; A's 1
+        # does not.
+        _write(project, OUTPUT_CHANGED)
+        append_bids(
+            table_path(project, "bids"),
+            [("2020-04-15 08:25:00", 2, "B"), ("2020-04-15 08:26:00", 1, "A")],
+        )
+        append_bids(table_path(project, "bids"), [("2020-04-15 08:35:00", 1, "C")])
+        _, log = run_dbt_and_capture(["run"])
+        assert "class keeps_state (projection or filter after the stateful operator)" in log
+        assert rows(out) == [(*w0, "A", 5.0), (*w0, "B", 4.0), (*w2, "b", 5.0)]
+
+        # (b) changes of the state are refused before any stream starts, table untouched
+        before = (DeltaTable(out).version(), rows(out))
+        for sql, delay, named in (
+            (OUTPUT_CHANGED.replace("SUM(price) AS", "MAX(price) AS"), "1 minute", "aggregates"),
+            (OUTPUT_CHANGED, "2 minutes", "watermark"),
+            (
+                OUTPUT_CHANGED.replace("item HAVING", "item, price HAVING"),
+                "1 minute",
+                "grouping keys __w, item -> __w, item, price",
+            ),
+        ):
+            _write(project, sql, delay)
+            results, log = run_dbt_and_capture(["run"], expect_pass=False)
+            message = results.results[0].message
+            assert "[dbt-spark-streaming SSR301]" in message and named in message, message
+            assert "--full-refresh -s totals" in message
+            assert "class changes_state" in log
+            assert (DeltaTable(out).version(), rows(out)) == before
+
+        # the (a) query runs on from the same state: C's 1 at 08:35 (read before) + 9
+        _write(project, OUTPUT_CHANGED)
+        append_bids(
+            table_path(project, "bids"),
+            [("2020-04-15 08:36:00", 9, "C"), ("2020-04-15 08:45:00", 1, "D")],
+        )
+        run_dbt(["run"])
+        w3 = (ts("2020-04-15 08:30:00"), ts("2020-04-15 08:40:00"))
+        assert rows(out) == [*before[1], (*w3, "c", 10.0)]
