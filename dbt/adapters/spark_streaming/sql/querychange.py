@@ -99,13 +99,9 @@ def _core(tree: exp.Expr) -> Optional[exp.Expr]:
         return None
     node = tree
     # stateless outer SELECTs over one subquery: their projection and filter are not state
-    while (
-        isinstance(node, exp.Select)
-        and not _stateful(node)
-        and not node.args.get("with")
-        and isinstance(node.args.get("from_") or node.args.get("from"), exp.From)
-    ):
-        source = (node.args.get("from_") or node.args.get("from")).this
+    while isinstance(node, exp.Select) and not _stateful(node) and not node.args.get("with"):
+        frm = node.args.get("from_") or node.args.get("from")
+        source = frm.this if isinstance(frm, exp.From) else None
         if not isinstance(source, exp.Subquery) or not _has_state(source.this):
             break
         node = source.this
