@@ -11,6 +11,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from . import oracle
+from .aggtopn import rewrite_aggregate_rank
 from .ambiguous import refuse_ambiguous_columns
 from .analysis import WindowSpec, analyse_tvf, classify, table_key
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
@@ -38,6 +39,7 @@ from .upsert import (
     UpsertSpec,
     analyse_upsert,
     dedups,
+    ranked_aggregate,
     rewrite_dedup,
     rewrite_rank,
 )
@@ -384,8 +386,14 @@ def compile_query(
     ranked: Optional[exp.Expr] = None
     if found and found[0].limit != 1:  # a Top-N (analyse_upsert refused a dedup without limit)
         assert upsert is not None
-        tree, rank, ranked = rewrite_rank(tree, found[0], schemas)
-        upsert = replace(upsert, rank_sql=_generate(rank))
+        if ranked_aggregate(found[0]) is not None:  # over an aggregate: sql/aggtopn.py
+            tree, rank, ranked, rank_keys = rewrite_aggregate_rank(
+                tree, found[0], ttl_us is not None
+            )
+            upsert = replace(upsert, rank_sql=_generate(rank), rank_keys=rank_keys)
+        else:
+            tree, rank, ranked = rewrite_rank(tree, found[0], schemas)
+            upsert = replace(upsert, rank_sql=_generate(rank))
     stream = None
     scope = unbounded_aggregate(
         tree,

@@ -56,6 +56,7 @@ class UpsertSpec:
     partials: Optional[PartialsSpec] = (
         None  # state_ttl: partial aggregates kept in Delta (sql/state.py)
     )
+    rank_keys: Optional[Tuple[str, ...]] = None  # Top-N over an aggregate: partition partials
 
 
 @dataclass
@@ -104,6 +105,16 @@ def dedups(tree: exp.Expr, window_topns: Sequence[WindowTopN]) -> List[Dedup]:
             )
         )
     return found
+
+
+def ranked_aggregate(dedup: Dedup) -> Optional[exp.Select]:
+    """The GROUP BY aggregate a Top-N ranks, when its SELECT reads one (sql/aggtopn.py)."""
+    frm = dedup.scope.args.get("from_")
+    sub = frm.this if frm is not None else None
+    if isinstance(sub, exp.Subquery) and isinstance(sub.this, exp.Select):
+        if sub.this.args.get("group") is not None:
+            return sub.this
+    return None
 
 
 def _unsupported(what: str, why: str, node: Optional[exp.Expr], code: str = "SSV131") -> SqlError:
@@ -338,10 +349,11 @@ def analyse_upsert(
                 dedup.window,
             )
     window_aggs = {id(s) for s in cls.window_aggregates.values()}
+    ranked = {id(ranked_aggregate(d)) for d in found if d.limit and d.limit > 1}
     nested = [
         s
         for s in tree.find_all(exp.Select)
-        if s is not top and is_aggregating(s) and id(s) not in window_aggs
+        if s is not top and is_aggregating(s) and id(s) not in window_aggs | ranked
     ]
     if nested:
         raise _unsupported(
@@ -363,7 +375,8 @@ def analyse_upsert(
         assert dedup.limit is not None  # refused above
         if dedup.limit > 1:  # Top-N: a row per partition key and rank (always: the sink re-ranks)
             return UpsertSpec(
-                _keys(top, [*dedup.keys, exp.column(dedup.rownum)], "Top-N key"), APPEND
+                _keys(top, [*dedup.keys, exp.column(dedup.rownum)], "Top-N key"),
+                UPDATE if ranked_aggregate(dedup) is not None else APPEND,  # sql/aggtopn.py
             )
         return UpsertSpec(given or _keys(top, dedup.keys, "PARTITION BY key"), UPDATE)
     if is_aggregating(top):
