@@ -86,12 +86,16 @@ def reranked(plan, spark, merged: pa.Table, table_path: str, name: str, rank) ->
     path, rows = partials_path(table_path), merged
     if is_delta(path):
         touched = merged.select(partition)
-        stored = rows_with_keys(DeltaTable(path), partition, touched)
-        wanted = set(key_tuples(touched, partition))
+        table = DeltaTable(path)
+        stored = (  # no PARTITION BY: every key is ranked together
+            rows_with_keys(table, partition, touched) if partition else table.to_pyarrow_table()
+        )
+        wanted = set(key_tuples(touched, partition)) if partition else {()}
         batch_keys = set(key_tuples(merged, keys))
+        parts = key_tuples(stored, partition) if partition else [()] * stored.num_rows
         mask = [
             p in wanted and k not in batch_keys
-            for p, k in zip(key_tuples(stored, partition), key_tuples(stored, keys), strict=True)
+            for p, k in zip(parts, key_tuples(stored, keys), strict=True)
         ]
         stored = stored.filter(pa.array(mask, pa.bool_())).select(merged.schema.names)
         if stored.num_rows:

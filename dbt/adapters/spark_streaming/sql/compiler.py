@@ -374,7 +374,7 @@ def compile_query(
             or (bounded[0].join if bounded else None),
         )
     for dedup in found:
-        if dedup.limit == 1:
+        if dedup.limit == 1 and ranked_aggregate(dedup) is None:
             rewrite_dedup(dedup, schemas)
     sources = _normalize_sources(tree)
     rewrite_tvfs(
@@ -384,8 +384,8 @@ def compile_query(
         assert delay_us is not None  # SSV105 above
         rewrite_interval_joins(bounded, schemas, delay_us)
     ranked: Optional[exp.Expr] = None
-    if found and found[0].limit != 1:  # a Top-N (analyse_upsert refused a dedup without limit)
-        assert upsert is not None
+    if found and (found[0].limit != 1 or ranked_aggregate(found[0]) is not None):  # a Top-N
+        assert upsert is not None  # (analyse_upsert refused a dedup without limit)
         if ranked_aggregate(found[0]) is not None:  # over an aggregate: sql/aggtopn.py
             tree, rank, ranked, rank_keys = rewrite_aggregate_rank(
                 tree, found[0], ttl_us is not None
