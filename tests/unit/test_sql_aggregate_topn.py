@@ -5,7 +5,7 @@ import pytest
 
 from dbt.adapters.spark_streaming.sql import SqlError, compile_query
 
-SCHEMAS = {"a.bids": {"category": "string", "item": "string", "price": "double"}}
+SCHEMAS = {"a.bids": {"category": "string", "item": "string", "price": "double", "ts": "timestamp"}}
 AGG = "SELECT category, item, SUM(price) AS total FROM a.bids GROUP BY category, item"
 TOPN = (
     "SELECT * FROM (SELECT {cols}, ROW_NUMBER() OVER (PARTITION BY {part} ORDER BY total DESC) "
@@ -15,9 +15,8 @@ TOPN = (
 
 def plan(sql: str, **kw):
     kw.setdefault("state_ttl", "7 days")
-    return compile_query(
-        sql, schemas=SCHEMAS, watermark_delay=None, materialization="upsert_table", **kw
-    )
+    kw.setdefault("watermark_delay", None)
+    return compile_query(sql, schemas=SCHEMAS, materialization="upsert_table", **kw)
 
 
 def test_the_aggregate_streams_as_partials_and_each_batch_reranks_its_partitions():
@@ -48,9 +47,20 @@ def test_named_columns_and_a_partition_of_two_keys():
     assert p.upsert.rank_keys == ("__k1", "__k0")
 
 
+WINDOWED = (
+    "SELECT window_start, window_end, item, SUM(price) AS total FROM TABLE(TUMBLE(TABLE a.bids, "
+    "DESCRIPTOR(ts), INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, item"
+)
+
+
 @pytest.mark.parametrize(
     "sql,kw,text",
     [
+        (
+            TOPN.format(cols="*", part="item", agg=WINDOWED),
+            {"watermark_delay": "1 minute"},
+            "not partitioned by window_start",
+        ),
         (TOPN.format(cols="*", part="category", agg=AGG), {"state_ttl": None}, "without state_ttl"),
         (
             TOPN.format(cols="*", part="total", agg=AGG),

@@ -23,7 +23,7 @@ from typing import List, Optional, Tuple
 from sqlglot import exp
 
 from .errors import SqlError
-from .state import _group_keys
+from .state import _group_keys, _windowed
 from .upsert import RANK_INPUT, Dedup, _output_name, ranked_aggregate
 
 
@@ -47,6 +47,13 @@ def rewrite_aggregate_rank(
     touched partitions), the oracle is the whole query over the inputs."""
     agg = ranked_aggregate(dedup)
     assert agg is not None
+    if _windowed(agg):
+        raise _refuse(
+            "a Top-N over a window aggregate not partitioned by window_start and window_end",
+            "only a window Top-N (PARTITION BY window_start, window_end, ...) ranks a window "
+            "aggregate",
+            dedup.window,
+        )
     if not state_ttl:
         raise _refuse(
             "a Top-N over an aggregate without state_ttl",
