@@ -195,6 +195,13 @@ MODELS = {
         "WHERE rn <= 3",
         (1, 3),
     ),
+    "top2_totals": (  # Top-N over an updating aggregate (sql/aggtopn.py)
+        "materialized='upsert_table', state_ttl='1 day'",
+        "SELECT * FROM (SELECT k, b, total, "
+        "ROW_NUMBER() OVER (PARTITION BY k ORDER BY total DESC, b) AS rn "
+        f"FROM (SELECT k, v % 3 AS b, SUM(v) AS total FROM {EV} GROUP BY k, v % 3)) WHERE rn <= 2",
+        (0, 3),
+    ),
     "early_windows": (
         "materialized='upsert_table', watermark_delay='2 minutes', emit={'early': true}",
         WINDOWED,
@@ -263,6 +270,7 @@ class TestUpsertShapes:
         # every kind of change happened where the shape makes it possible
         assert ops["agg_having"] == ops["agg_having_spark"] == {"+I", "-U", "+U", "-D"}
         assert ops["latest"] == ops["early_windows"] == ops["top3"] == {"+I", "-U", "+U"}
+        assert ops["top2_totals"] == {"+I", "-U", "+U"}  # a row leaving the top 2: -U/+U
         assert ops["final_windows"] == {"+I"}
 
 

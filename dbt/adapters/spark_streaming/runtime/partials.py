@@ -75,3 +75,31 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
     rows = rows.toArrow()
     flags = pa.array([k in restarted for k in key_tuples(rows, result_keys)], pa.bool_())
     return rows.append_column(RESTARTED_FLAG, flags), merged, len(restarted)
+
+
+def reranked(plan, spark, merged: pa.Table, table_path: str, name: str, rank) -> pa.Table:
+    """A Top-N over an aggregate (sql/aggtopn.py): the top N of every partition `merged` touches,
+    ranked by `rank` (runtime/upsert.py ranked) over the result rows of all the partition's keys:
+    the merged partials of the batch's keys and the stored partials of the others."""
+    keys = list(plan.upsert.partials.keys)
+    partition = list(plan.upsert.rank_keys)
+    path, rows = partials_path(table_path), merged
+    if is_delta(path):
+        touched = merged.select(partition)
+        table = DeltaTable(path)
+        stored = (  # no PARTITION BY: every key is ranked together
+            rows_with_keys(table, partition, touched) if partition else table.to_pyarrow_table()
+        )
+        wanted = set(key_tuples(touched, partition)) if partition else {()}
+        batch_keys = set(key_tuples(merged, keys))
+        parts = key_tuples(stored, partition) if partition else [()] * stored.num_rows
+        mask = [
+            p in wanted and k not in batch_keys
+            for p, k in zip(parts, key_tuples(stored, keys), strict=True)
+        ]
+        stored = stored.filter(pa.array(mask, pa.bool_())).select(merged.schema.names)
+        if stored.num_rows:
+            rows = pa.concat_tables([merged, stored.cast(merged.schema)])
+    result = _step(plan, "final", spark.createDataFrame(rows), name)
+    top = rank(plan, result, name).toArrow()
+    return top.append_column(RESTARTED_FLAG, pa.array([False] * top.num_rows, pa.bool_()))

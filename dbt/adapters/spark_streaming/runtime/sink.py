@@ -61,12 +61,13 @@ class ModelSink:
         # state_ttl: partial aggregates in Delta
         self.partials = plan.upsert.partials if plan.upsert else None
         schema = (
-            upsert.ranked(plan, spark.createDataFrame([], stream_schema), model.name).schema
-            if self.ranked
-            else state.result_schema(plan, spark, stream_schema, model.name)
+            state.result_schema(plan, spark, stream_schema, model.name)
             if self.partials
             else stream_schema
         )
+        self.aggregate_columns = schema.fieldNames()  # state_ttl: the keys' result rows
+        if self.ranked:  # a Top-N (over the aggregate: sql/aggtopn.py)
+            schema = upsert.ranked(plan, spark.createDataFrame([], schema), model.name).schema
         columns = [
             (f.name, f.dataType.simpleString()) for f in schema.fields if f.name != self.keep
         ]
@@ -147,9 +148,18 @@ class ModelSink:
         plan, name, table = self.plan, self.model.name, self.committers[0]
         if self.partials:  # state_ttl: merged with the stored partials of the keys it touches
             rows, merged, restarted = state.batch(
-                plan, batch_df, self.build, batch_ts_ms, name, self.keys
+                plan,
+                batch_df,
+                self.build,
+                batch_ts_ms,
+                name,
+                self.aggregate_columns if self.ranked else self.keys,
             )
             meta["restarted_keys"] = restarted
+            if self.ranked:  # a Top-N over the aggregate: its touched partitions re-ranked
+                rows = state.reranked(
+                    plan, batch_df.sparkSession, merged, self.build, name, upsert.ranked
+                )
             # a crash after the table's commit replays the batch: only the partials are left
             # to store
             count = 0 if table.committed(batch_id) else table.commit(rows, batch_id, meta)

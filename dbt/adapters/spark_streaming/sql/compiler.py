@@ -11,6 +11,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from . import oracle
+from .aggtopn import rewrite_aggregate_rank
 from .ambiguous import refuse_ambiguous_columns
 from .analysis import WindowSpec, analyse_tvf, classify, table_key
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
@@ -41,6 +42,7 @@ from .upsert import (
     UpsertSpec,
     analyse_upsert,
     dedups,
+    ranked_aggregate,
     rewrite_dedup,
     rewrite_rank,
 )
@@ -409,7 +411,7 @@ def compile_query(
             or (bounded[0].join if bounded else None),
         )
     for dedup in found:
-        if dedup.limit == 1:
+        if dedup.limit == 1 and ranked_aggregate(dedup) is None:
             rewrite_dedup(dedup, schemas)
     sources = _normalize_sources(tree)
     rewrite_tvfs(
@@ -419,10 +421,16 @@ def compile_query(
         assert delay_us is not None  # SSV105 above
         rewrite_interval_joins(bounded, schemas, delay_us)
     ranked: Optional[exp.Expr] = None
-    if found and found[0].limit != 1:  # a Top-N (analyse_upsert refused a dedup without limit)
-        assert upsert is not None
-        tree, rank, ranked = rewrite_rank(tree, found[0], schemas)
-        upsert = replace(upsert, rank_sql=_generate(rank))
+    if found and (found[0].limit != 1 or ranked_aggregate(found[0]) is not None):  # a Top-N
+        assert upsert is not None  # (analyse_upsert refused a dedup without limit)
+        if ranked_aggregate(found[0]) is not None:  # over an aggregate: sql/aggtopn.py
+            tree, rank, ranked, rank_keys = rewrite_aggregate_rank(
+                tree, found[0], ttl_us is not None
+            )
+            upsert = replace(upsert, rank_sql=_generate(rank), rank_keys=rank_keys)
+        else:
+            tree, rank, ranked = rewrite_rank(tree, found[0], schemas)
+            upsert = replace(upsert, rank_sql=_generate(rank))
     stream = None
     scope = unbounded_aggregate(
         tree,

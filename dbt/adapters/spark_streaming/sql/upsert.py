@@ -16,6 +16,8 @@ Shapes (the query's top-level SELECT):
   rewritten to ``GROUP BY k`` keeping ``MAX(STRUCT(ts, <columns>))`` (``MIN`` for ascending
   order): one row of state per key, and the same row as ROW_NUMBER, ties broken by the other
   columns so that batch and stream agree;
+- a Top-N over a GROUP BY aggregate in a subquery (sql/aggtopn.py; the key is the PARTITION BY
+  columns and the row number, re-ranked from the aggregate's partials each micro-batch);
 - any append-only query, with ``unique_key`` given.
 
 In update mode a group that stops satisfying HAVING must be deleted from the table, but
@@ -56,6 +58,7 @@ class UpsertSpec:
     partials: Optional[PartialsSpec] = (
         None  # state_ttl: partial aggregates kept in Delta (sql/state.py)
     )
+    rank_keys: Optional[Tuple[str, ...]] = None  # Top-N over an aggregate: partition partials
 
 
 @dataclass
@@ -83,7 +86,7 @@ def dedups(tree: exp.Expr, window_topns: Sequence[WindowTopN]) -> List[Dedup]:
             continue
         scope, keys = alias.parent, list(window.args.get("partition_by") or [])
         order = list((window.args.get("order") or exp.Order()).expressions)
-        if not keys or not order or not all(isinstance(k, exp.Column) for k in keys):
+        if not order or not all(isinstance(k, exp.Column) for k in keys):
             continue
         sub = scope.parent
         outer = (
@@ -92,6 +95,9 @@ def dedups(tree: exp.Expr, window_topns: Sequence[WindowTopN]) -> List[Dedup]:
             else None
         )
         if not isinstance(outer, exp.Select):
+            continue
+        dedup = Dedup(scope, window, keys, order, alias.alias, None)
+        if not keys and ranked_aggregate(dedup) is None:  # a global Top-N: of an aggregate only
             continue
         found.append(
             Dedup(
@@ -104,6 +110,16 @@ def dedups(tree: exp.Expr, window_topns: Sequence[WindowTopN]) -> List[Dedup]:
             )
         )
     return found
+
+
+def ranked_aggregate(dedup: Dedup) -> Optional[exp.Select]:
+    """The GROUP BY aggregate a Top-N ranks, when its SELECT reads one (sql/aggtopn.py)."""
+    frm = dedup.scope.args.get("from_")
+    sub = frm.this if frm is not None else None
+    if isinstance(sub, exp.Subquery) and isinstance(sub.this, exp.Select):
+        if sub.this.args.get("group") is not None:
+            return sub.this
+    return None
 
 
 def _unsupported(what: str, why: str, node: Optional[exp.Expr], code: str = "SSV131") -> SqlError:
@@ -323,7 +339,7 @@ def analyse_upsert(
                 "maintained",
                 dedup.window,
             )
-        if dedup.limit > 1 and not (
+        if (dedup.limit > 1 or ranked_aggregate(dedup) is not None) and not (
             len(top.expressions) == 1 and isinstance(top.expressions[0], exp.Star)
         ):
             raise _unsupported(
@@ -338,10 +354,11 @@ def analyse_upsert(
                 dedup.window,
             )
     window_aggs = {id(s) for s in cls.window_aggregates.values()}
+    ranked = {id(ranked_aggregate(d)) for d in found}  # a Top-N (or Top-1) of an aggregate
     nested = [
         s
         for s in tree.find_all(exp.Select)
-        if s is not top and is_aggregating(s) and id(s) not in window_aggs
+        if s is not top and is_aggregating(s) and id(s) not in window_aggs | ranked
     ]
     if nested:
         raise _unsupported(
@@ -361,9 +378,11 @@ def analyse_upsert(
     if found:
         dedup = found[0]
         assert dedup.limit is not None  # refused above
-        if dedup.limit > 1:  # Top-N: a row per partition key and rank (always: the sink re-ranks)
+        if dedup.limit > 1 or ranked_aggregate(dedup) is not None:  # Top-N: see below
+            # a row per partition key and rank (always: the sink re-ranks)
             return UpsertSpec(
-                _keys(top, [*dedup.keys, exp.column(dedup.rownum)], "Top-N key"), APPEND
+                _keys(top, [*dedup.keys, exp.column(dedup.rownum)], "Top-N key"),
+                UPDATE if ranked_aggregate(dedup) is not None else APPEND,  # sql/aggtopn.py
             )
         return UpsertSpec(given or _keys(top, dedup.keys, "PARTITION BY key"), UPDATE)
     if is_aggregating(top):
