@@ -140,9 +140,11 @@ class SparkStreamingAdapter(SparkAdapter):
         config: dict,
         full_refresh: bool,
         materialization: str,
+        inputs: list | None = None,
     ) -> Any:
         """Bring a streaming_view's or upsert_table's Delta table up to date
-        (runtime/streaming.py)."""
+        (runtime/streaming.py); `inputs`: what the dbt graph says of the relations it reads
+        (macros/streaming_inputs.sql, runtime/inputs.py)."""
         from .runtime.model import StreamingModel
         from .runtime.streaming import run_streaming_model
 
@@ -155,7 +157,9 @@ class SparkStreamingAdapter(SparkAdapter):
             full_refresh=full_refresh,
             materialization=materialization,
         )
-        return run_streaming_model(spark, catalog, model, profile_spark(self.config.credentials))
+        return run_streaming_model(
+            spark, catalog, model, profile_spark(self.config.credentials), inputs=inputs
+        )
 
     @available.parse_none
     def stream_status(self) -> dict:

@@ -27,6 +27,7 @@ from . import admission, failures, lifecycle, preflight, report, runner, upsert
 from .catalog import Catalog, registered_locations
 from .checkpoint import caught_up, plan_no_data_batch
 from .equivalence import late_rows
+from .inputs import classify
 from .model import Places, StreamingModel, compile_model, query_change, record_query
 from .report import StreamingAdapterResponse
 from .sink import ModelSink
@@ -40,11 +41,17 @@ def run_streaming_model(
     model: StreamingModel,
     spark_settings: tuple = ("local[*]", {}),
     monitor: Optional[runner.Monitor] = None,
+    inputs: Optional[list] = None,
 ) -> StreamingAdapterResponse:
     """Bring `model`'s Delta table up to date with its sources (available-now trigger), or, for a
     continuous model, make sure its runner runs it (runtime/runner.py). Inside a runner
-    (`monitor`), run the query with its processing-time trigger until stopped."""
+    (`monitor`), run the query with its processing-time trigger until stopped. `inputs`: what
+    the dbt graph says of the relations it reads, its tables joined as `dimensions`
+    (runtime/inputs.py)."""
     started = time.time()
+    model.config, read = classify(model.config, inputs or [])
+    if read:
+        logger.info(f"{model.name}: reads {read}")
     interval = runner.processing_time(model.config)
     plan = compile_model(catalog, model)
     admission.source_options(model.config)  # SSC201 before a runner starts
