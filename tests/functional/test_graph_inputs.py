@@ -3,6 +3,9 @@ joins a source (a stream) with a seed (a table, by the graph) without config `di
 with `max_files_per_trigger: 1` over a source of three versions it runs three micro-batches,
 each logged, and run_results.json holds the run's figures."""
 
+import json
+import os
+import re
 
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
@@ -57,3 +60,35 @@ class TestGraphInputs:
         ]
         assert f"{schema}.enriched: reads streams: {schema}.bids (source); tables: " in out
         assert f"{schema}.dim_item (seed)" in out
+
+        # One line per micro-batch: the read limit (1 file) makes 3 batches known ahead. (The
+        # first batch reads the snapshot, its files in path order: batch sizes vary.)
+        lines = {
+            m: re.findall(rf"{schema}\.{m}: batch (\d+) of about (\d+): (\d+) input rows", out)
+            for m in ("enriched", "per_10min")
+        }
+        assert [(k, n) for k, n, _ in lines["enriched"]] == [("1", "3"), ("2", "3"), ("3", "3")]
+        assert sum(int(r) for _, _, r in lines["enriched"]) == 5
+        # the aggregate may add a batch without data, closing the window its watermark passed
+        assert [(k, n) for k, n, _ in lines["per_10min"]][:3] == [
+            ("1", "3"),
+            ("2", "3"),
+            ("3", "3"),
+        ]
+        assert sum(int(r) for _, _, r in lines["per_10min"]) == 5
+
+        # run_results.json: the totals of each run.
+        with open(os.path.join(project.project_root, "target", "run_results.json")) as fh:
+            results = {r["unique_id"]: r["adapter_response"] for r in json.load(fh)["results"]}
+        enriched, agg = results["model.test.enriched"], results["model.test.per_10min"]
+        assert (enriched["rows_read"], enriched["rows_written"], enriched["batches"]) == (5, 4, 3)
+        assert enriched["versions_behind"] == {f"{schema}.bids": 0}
+        assert enriched.get("watermark") is None and enriched.get("event_time_lag_s") is None
+        assert (agg["rows_read"], agg["rows_written"]) == (5, 2)
+        assert agg["watermark"] == "2020-04-15T08:21:00.000Z"
+        assert agg["event_time_lag_s"] == 60.0  # newest bid 08:22, watermark 08:21
+        assert agg["state_rows"] == 1 and agg["state_bytes"] > 0  # the open 08:20 window
+        assert rows(table_path(project, "per_10min")) == [
+            (ts("2020-04-15 08:00:00"), 3.0),
+            (ts("2020-04-15 08:10:00"), 3.0),
+        ]
