@@ -1,7 +1,8 @@
-"""Issue 21: inputs classified from the dbt graph, and a run's progress. A streaming model
-joins a source (a stream) with a seed (a table, by the graph) without config `dimensions`;
-with `max_files_per_trigger: 1` over a source of three versions it runs three micro-batches,
-each logged, and run_results.json holds the run's figures."""
+"""Issue 21: inputs classified from the dbt graph, a run's progress, status and catalog. A
+streaming model joins a source (a stream) with a seed (a table, by the graph) without config
+`dimensions`; with `max_files_per_trigger: 1` over a source of three versions read from
+version 0 it runs three micro-batches, each logged, and run_results.json holds the run's
+figures; `stream_status` gives JSON and `docs generate` the catalog stats of the models."""
 
 import json
 import os
@@ -20,12 +21,14 @@ sources:
     tables: [{name: bids}]
 """
 ENRICHED = """
-{{ config(materialized='streaming_view', max_files_per_trigger=1) }}
+{{ config(materialized='streaming_view', max_files_per_trigger=1,
+          starting_version=0) }}
 SELECT b.bidtime, b.price, d.label
 FROM {{ source('raw', 'bids') }} b JOIN {{ ref('dim_item') }} d ON b.item = d.item
 """
 PER_10MIN = """
-{{ config(materialized='streaming_view', watermark_delay='1 minute', max_files_per_trigger=1) }}
+{{ config(materialized='streaming_view', watermark_delay='1 minute', max_files_per_trigger=1,
+          starting_version=0) }}
 SELECT window_start, SUM(price) AS total
 FROM TABLE(TUMBLE(TABLE {{ source('raw', 'bids') }}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
 GROUP BY window_start, window_end
@@ -61,20 +64,15 @@ class TestGraphInputs:
         assert f"{schema}.enriched: reads streams: {schema}.bids (source); tables: " in out
         assert f"{schema}.dim_item (seed)" in out
 
-        # One line per micro-batch: the read limit (1 file) makes 3 batches known ahead. (The
-        # first batch reads the snapshot, its files in path order: batch sizes vary.)
+        # One line per micro-batch: the read limit (1 file) makes 3 batches known ahead.
+        # (starting_version 0: the versions in order, not the snapshot's files in path order.)
         lines = {
             m: re.findall(rf"{schema}\.{m}: batch (\d+) of about (\d+): (\d+) input rows", out)
             for m in ("enriched", "per_10min")
         }
-        assert [(k, n) for k, n, _ in lines["enriched"]] == [("1", "3"), ("2", "3"), ("3", "3")]
-        assert sum(int(r) for _, _, r in lines["enriched"]) == 5
+        assert lines["enriched"] == [("1", "3", "2"), ("2", "3", "1"), ("3", "3", "2")]
         # the aggregate may add a batch without data, closing the window its watermark passed
-        assert [(k, n) for k, n, _ in lines["per_10min"]][:3] == [
-            ("1", "3"),
-            ("2", "3"),
-            ("3", "3"),
-        ]
+        assert lines["per_10min"][:3] == lines["enriched"]
         assert sum(int(r) for _, _, r in lines["per_10min"]) == 5
 
         # run_results.json: the totals of each run.
@@ -92,3 +90,24 @@ class TestGraphInputs:
             (ts("2020-04-15 08:00:00"), 3.0),
             (ts("2020-04-15 08:10:00"), 3.0),
         ]
+
+    def test_status_json_and_docs_catalog(self, project):
+        """After the run above: `stream_status` as JSON, and the catalog's stats of the model."""
+        schema = project.test_schema
+        _, out = run_dbt_and_capture(["run-operation", "stream_status", "--args", "{format: json}"])
+        line = next(x for x in out.splitlines() if '[{"' in x)
+        status = {r["model"]: r for r in json.loads(line[line.index("[") :])}
+        agg = status[f"{schema}.per_10min"]
+        assert agg["state"] == "on dbt run" and agg["watermark"].startswith("2020-04-15 08:21:00")
+        assert agg["lag_versions"] == {f"{schema}.bids": 0}
+
+        run_dbt(["docs", "generate"])
+        with open(os.path.join(project.project_root, "target", "catalog.json")) as fh:
+            nodes = json.load(fh)["nodes"]
+        stats = {k: v["value"] for k, v in nodes["model.test.per_10min"]["stats"].items()}
+        assert stats["query_kind"] == "streaming_view: append, TUMBLE 600s on bidtime"
+        assert stats["watermark"].startswith("2020-04-15 08:21:00")
+        assert stats["trigger"] == "available_now (each dbt run)"
+        assert stats["state_bound"] == "watermark (delay 1 minute)"
+        assert stats["source_versions"] == f"{schema}.bids v2"
+        assert "query_kind" not in nodes["seed.test.dim_item"]["stats"]
