@@ -45,3 +45,5 @@ def test_bad_configs_are_ssc201():
 
 def test_without_inputs_nothing_changes():
     assert classify({"x": 1}, []) == ({"x": 1}, "")
+    ephemeral = {"relation": "s.e", "resource_type": "model", "materialized": "ephemeral"}
+    assert classify({"x": 1}, [ephemeral]) == ({"x": 1}, "")

@@ -51,6 +51,8 @@ def _named(relation: str, names: Sequence[str]) -> bool:
 def classify(config: Mapping[str, Any], inputs: Sequence[Mapping[str, Any]]):
     """(config with `dimensions` completed from the graph, the log line's text) for a model
     reading `inputs`; the config unchanged and '' without inputs."""
+    # an ephemeral model is inlined: its own inputs are not in the model's graph edges
+    inputs = [i for i in inputs if i.get("materialized") != "ephemeral"]
     if not inputs:
         return config, ""
     dimensions, streams = names_config(config, "dimensions"), names_config(config, "streams")
