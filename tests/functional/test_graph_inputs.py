@@ -110,4 +110,7 @@ class TestGraphInputs:
         assert stats["trigger"] == "available_now (each dbt run)"
         assert stats["state_bound"] == "watermark (delay 1 minute)"
         assert stats["source_versions"] == f"{schema}.bids v2"
+        enriched = nodes["model.test.enriched"]["stats"]
+        assert enriched["query_kind"]["value"] == "streaming_view: append"  # joins a dimension
+        assert enriched["state_bound"]["value"] == "none"
         assert "query_kind" not in nodes["seed.test.dim_item"]["stats"]

@@ -22,8 +22,10 @@ STREAMING = ("streaming_view", "upsert_table")
 
 def _kind(target: str, catalog: Catalog, query: dict) -> Optional[str]:
     """'append' or 'updating', with its windows (TVF and size) and upsert key."""
+    model = recorded_model(target, query)
+    model.config = {**model.config, "dimensions": query.get("dimensions") or []}
     try:
-        plan = compile_model(catalog, recorded_model(target, query))
+        plan = compile_model(catalog, model)
     except Exception:  # noqa: BLE001 - the catalog shows what it can
         return None
     parts = [plan.kind]
