@@ -89,15 +89,20 @@ class SparkStreamingAdapter(SparkAdapter):
 
     def _get_columns_for_catalog(self, relation: BaseRelation) -> Any:
         """`dbt docs generate`: columns with Spark's type names as `show table extended` shows
-        them (long for bigint), as dbt-spark reads them."""
+        them (long for bigint), as dbt-spark reads them; a streaming model's table also its
+        query kind, watermark, trigger, state bound and source versions (runtime/docs_catalog.py).
+        """
+        from .runtime.docs_catalog import streaming_stats
+
         names = {"bigint": "long", "int": "integer", "smallint": "short", "tinyint": "byte"}
+        stats = streaming_stats(self._session()[1], relation.schema, relation.identifier)
         for column in self.get_columns_in_relation(relation):
             row = column.to_column_dict()
             row["column_name"] = row.pop("column", None)
             row["column_type"] = names.get(row["dtype"], row.pop("dtype"))
             row.pop("dtype", None)
             row["table_database"] = None
-            yield row
+            yield {**row, **stats}
 
     def list_schemas(self, database: str) -> list[str]:
         return sorted(self._session()[1].schemas())
@@ -140,9 +145,11 @@ class SparkStreamingAdapter(SparkAdapter):
         config: dict,
         full_refresh: bool,
         materialization: str,
+        inputs: list | None = None,
     ) -> Any:
         """Bring a streaming_view's or upsert_table's Delta table up to date
-        (runtime/streaming.py)."""
+        (runtime/streaming.py); `inputs`: what the dbt graph says of the relations it reads
+        (macros/streaming_inputs.sql, runtime/inputs.py)."""
         from .runtime.model import StreamingModel
         from .runtime.streaming import run_streaming_model
 
@@ -155,15 +162,18 @@ class SparkStreamingAdapter(SparkAdapter):
             full_refresh=full_refresh,
             materialization=materialization,
         )
-        return run_streaming_model(spark, catalog, model, profile_spark(self.config.credentials))
+        return run_streaming_model(
+            spark, catalog, model, profile_spark(self.config.credentials), inputs=inputs
+        )
 
     @available.parse_none
     def stream_status(self) -> dict:
-        """Every streaming model's state (runtime/runner.py): {'rows': [...], 'text': table}."""
-        from .runtime.runner import status_table, stream_status
+        """Every streaming model's state (runtime/runner.py): {'rows': [...], 'text': table,
+        'json': the rows as JSON}."""
+        from .runtime.runner import status_json, status_table, stream_status
 
         rows = stream_status(self._session()[1])
-        return {"rows": rows, "text": status_table(rows)}
+        return {"rows": rows, "text": status_table(rows), "json": status_json(rows)}
 
     @available.parse_none
     def stream_stop(self, model: str | None = None) -> list:

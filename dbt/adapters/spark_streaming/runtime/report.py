@@ -26,6 +26,9 @@ class StreamingAdapterResponse(AdapterResponse):
     late_rows: int = 0
     watermark: Optional[str] = None
     state_rows: int = 0  # rows in Spark's state store after the run (all stateful operators)
+    state_bytes: int = 0  # memory of Spark's state store after the run
+    event_time_lag_s: Optional[float] = None  # newest event time read - watermark (progress.py)
+    versions_behind: dict = field(default_factory=dict)  # source -> versions not read yet
     duration_s: float = 0.0
 
 

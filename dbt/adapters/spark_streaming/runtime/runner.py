@@ -233,6 +233,11 @@ def stream_status(catalog) -> list[dict]:
     return rows
 
 
+def status_json(rows: list[dict]) -> str:
+    """`rows` of stream_status as one line of JSON (`--args '{format: json}'`)."""
+    return json.dumps(rows, default=str, sort_keys=True)
+
+
 def status_table(rows: list[dict]) -> str:
     """`rows` of stream_status as an aligned text table."""
     cols = [

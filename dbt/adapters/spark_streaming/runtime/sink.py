@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import time
 from typing import Optional
 
 from dbt.adapters.events.logging import AdapterLogger
@@ -22,7 +21,6 @@ from ..delta import types
 from ..delta.offsets import Position
 from ..delta.partials import PartialsCommitter
 from ..delta.sink import BatchCommitter, create_table
-from ..delta.source import latest_version
 from ..delta.storage import is_delta
 from ..delta.upsert import UpsertCommitter, create_changelog
 from . import partials as state
@@ -32,8 +30,6 @@ from .runner import Monitor
 
 logger = AdapterLogger("SparkStreaming")
 
-PROGRESS_EVERY_S = 10  # log a progress line per committed batch at most this often
-
 
 class ModelSink:
     """Commits the micro-batches of a model's query to its table at `places.build`, exactly once;
@@ -42,7 +38,7 @@ class ModelSink:
     Per batch: create the table on the first one; make the committers (their Delta app id is
     the query's id, in the checkpoint); skip a batch already committed (a replay after a crash);
     read the batch's source versions and watermark from the checkpoint; commit its rows; report
-    progress (to the runner's `monitor`, or a log line every PROGRESS_EVERY_S)."""
+    progress (to the runner's `monitor`)."""
 
     def __init__(
         self,
@@ -83,8 +79,6 @@ class ModelSink:
         self.committers: list = []  # BatchCommitter | UpsertCommitter [, PartialsCommitter]
         self.rows_written, self.commits, self.replayed = 0, 0, 0
         self.batches: list[dict] = []  # sources and watermark of each batch committed by this run
-        self.logged_at = time.time()
-        self.latest = {n: latest_version(p) for n, p in places.sources.items()}
 
     def ensure_table(self) -> None:
         """Create the model's table, empty, unless it exists (and an upsert_table's changelog);
@@ -170,15 +164,10 @@ class ModelSink:
         return table.commit(batch_df, batch_id, meta)  # Spark tasks write the files
 
     def _progress(self, batch_id: int, count: int, versions: dict, watermark) -> None:
+        """Tell the runner's monitor; a `dbt run` logs each batch from Spark's progress
+        (runtime/progress.py)."""
         if self.monitor is not None:
             self.monitor.batch(batch_id, count, watermark)
-        elif time.time() - self.logged_at >= PROGRESS_EVERY_S:  # a long backfill shows progress
-            self.logged_at = time.time()
-            at = ", ".join(f"{n} v{v} of v{self.latest.get(n, '?')}" for n, v in versions.items())
-            logger.info(
-                f"{self.model.name}: batch {batch_id} committed ({at}): {self.rows_written} rows "
-                f"written in {self.commits} batches so far, {round(time.time() - self.started)}s"
-            )
 
 
 def _query_id(checkpoint: str) -> str:

@@ -23,11 +23,12 @@ from ..delta.sink import last_metadata
 from ..delta.source import FORMAT, consumed, read_change_feed, skip_change_commits
 from ..delta.storage import is_delta
 from ..errors import StreamingError
-from . import admission, failures, lifecycle, preflight, report, runner, upsert
+from . import admission, failures, lifecycle, preflight, progress, report, runner, upsert
 from .catalog import Catalog, registered_locations
 from .changes import check_query_change
 from .checkpoint import caught_up, plan_no_data_batch
 from .equivalence import late_rows
+from .inputs import classify
 from .model import Places, StreamingModel, compile_model, record_query
 from .report import StreamingAdapterResponse
 from .sink import ModelSink
@@ -41,11 +42,17 @@ def run_streaming_model(
     model: StreamingModel,
     spark_settings: tuple = ("local[*]", {}),
     monitor: Optional[runner.Monitor] = None,
+    inputs: Optional[list] = None,
 ) -> StreamingAdapterResponse:
     """Bring `model`'s Delta table up to date with its sources (available-now trigger), or, for a
     continuous model, make sure its runner runs it (runtime/runner.py). Inside a runner
-    (`monitor`), run the query with its processing-time trigger until stopped."""
+    (`monitor`), run the query with its processing-time trigger until stopped. `inputs`: what
+    the dbt graph says of the relations it reads, its tables joined as `dimensions`
+    (runtime/inputs.py)."""
     started = time.time()
+    model.config, read = classify(model.config, inputs or [])
+    if read:
+        logger.info(f"{model.name}: reads {read}")
     interval = runner.processing_time(model.config)
     plan = compile_model(catalog, model)
     admission.source_options(model.config)  # SSC201 before a runner starts
@@ -174,7 +181,8 @@ def _run(
     places = _places(catalog, model, plan)
     options = admission.source_options(model.config)  # max_files_per_trigger, starting_version...
     previous = _check_sources_and_state(model, plan, places, options, catalog)
-    admission.check_start(options, _streams(model, plan, places), places.checkpoint)
+    streams = _streams(model, plan, places)
+    admission.check_start(options, streams, places.checkpoint)
     if interval is None and _nothing_to_run(model, plan, places, options):
         return _nothing_new(model, plan, places, previous, started)
     df = _plan_dataframe(spark, model, plan, places, options)
@@ -187,8 +195,9 @@ def _run(
     closing = plan_no_data_batch(places.checkpoint)
     if closing is not None:  # a crash after a batch's commit, before Spark planned this one
         logger.info(f"{model.name}: batch {closing} emits what the restored watermark closed")
+    expected = None if monitor else progress.expected_batches(streams, places.checkpoint, options)
     query = _start(df, model, plan, places, sink, interval)
-    _wait(query, model, places, monitor)
+    _wait(query, model, places, monitor, expected)
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
 
 
@@ -214,6 +223,7 @@ def _nothing_new(
     response = StreamingAdapterResponse(
         _message="",
         watermark=previous.get("watermark"),
+        versions_behind=progress.versions_behind(_streams(model, plan, places), places.checkpoint),
         duration_s=round(time.time() - started, 2),
     )
     logger.info(report.log_line(model, response, places.sources))
@@ -361,13 +371,19 @@ def _start(df, model: StreamingModel, plan, places: Places, sink: ModelSink, int
         ) from None
 
 
-def _wait(query, model: StreamingModel, places: Places, monitor: Optional[runner.Monitor]) -> None:
-    """Until the query has caught up (available now) or the runner's monitor stopped it; its
-    failure as a coded error (runtime/failures.py)."""
+def _wait(
+    query, model: StreamingModel, places: Places, monitor: Optional[runner.Monitor], expected=None
+) -> None:
+    """Until the query has caught up (available now: a log line per micro-batch, the k-th of
+    about `expected`) or the runner's monitor stopped it; its failure as a coded error
+    (runtime/failures.py)."""
     from pyspark.errors import PySparkException
 
     try:
-        monitor.wait(query) if monitor is not None else query.awaitTermination()
+        if monitor is not None:
+            monitor.wait(query)
+        else:
+            progress.follow(query, logger.info, model.name, expected)
     except PySparkException as exc:
         raise failures.query_failed(
             model.identifier, model.name, places.checkpoint, str(exc)
@@ -397,7 +413,8 @@ def _finish(
     if sink.keys:
         catalog.bind_changelog(model.schema, model.identifier)
 
-    rows, versions, late, watermark, state_rows = report.summarise(query.recentProgress)
+    reports = query.recentProgress
+    rows, versions, late, watermark, state_rows = report.summarise(reports)
     if late:
         # Spark counts dropped rows after partial aggregation; count the input rows exactly.
         df = late_rows(
@@ -419,6 +436,11 @@ def _finish(
         late_rows=late,
         watermark=watermark,
         state_rows=state_rows,
+        state_bytes=progress.state_figures(reports[-1])[1] if reports else 0,
+        event_time_lag_s=progress.event_time_lag_s(reports),
+        versions_behind=progress.versions_behind(  # the checkpoint, swapped in if rebuilt
+            _streams(model, plan, places), catalog.checkpoint(model.name, places.target)
+        ),
         duration_s=round(time.time() - started, 2),
     )
     logger.info(report.log_line(model, response, places.sources))

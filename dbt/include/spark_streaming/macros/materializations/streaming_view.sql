@@ -7,7 +7,7 @@
   {%- set target_relation = this.incorporate(type='table') -%}
 
   {{ run_hooks(pre_hooks) }}
-  {%- set response = adapter.run_streaming_model(target_relation, sql, model.config, should_full_refresh(), 'streaming_view') -%}
+  {%- set response = adapter.run_streaming_model(target_relation, sql, model.config, should_full_refresh(), 'streaming_view', streaming_inputs()) -%}
   {%- do store_result('main', response=response) -%}
   {{ run_hooks(post_hooks) }}
 

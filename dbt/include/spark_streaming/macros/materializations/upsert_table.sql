@@ -9,7 +9,7 @@
   {%- set target_relation = this.incorporate(type='table') -%}
 
   {{ run_hooks(pre_hooks) }}
-  {%- set response = adapter.run_streaming_model(target_relation, sql, model.config, should_full_refresh(), 'upsert_table') -%}
+  {%- set response = adapter.run_streaming_model(target_relation, sql, model.config, should_full_refresh(), 'upsert_table', streaming_inputs()) -%}
   {%- do store_result('main', response=response) -%}
   {{ run_hooks(post_hooks) }}
 

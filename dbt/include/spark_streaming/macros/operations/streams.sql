@@ -1,12 +1,17 @@
 {#-
   Continuous models (runtime/runner.py):
     dbt run-operation stream_status                          every streaming model's state
+    dbt run-operation stream_status --args '{format: json}'  the same as one line of JSON
     dbt run-operation stream_stop --args '{model: name}'     stop one model's runner
     dbt run-operation stream_stop                            stop every runner
 -#}
-{% macro stream_status() %}
+{% macro stream_status(format='table') %}
   {%- set status = adapter.stream_status() -%}
-  {{ log(status['text'], info=True) }}
+  {%- if format == 'json' -%}
+    {{ print(status['json']) }}
+  {%- else -%}
+    {{ log(status['text'], info=True) }}
+  {%- endif -%}
   {{ return(status['rows']) }}
 {% endmacro %}
 

@@ -1,0 +1,24 @@
+{#-
+  streaming_inputs(): what the dbt graph says of each relation the model reads, for
+  runtime/inputs.py to classify as a stream or a table: [{relation, resource_type,
+  materialized, read_as}]. `read_as` ('stream' or 'table') is the input's own marking: a
+  seed's or model's config `read_as`, or `meta: {read_as: ...}` (a source's).
+-#}
+{% macro streaming_inputs() %}
+  {%- set inputs = [] -%}
+  {%- for node_id in model.depends_on.nodes -%}
+    {%- set node = graph.nodes.get(node_id) or graph.sources.get(node_id) -%}
+    {%- if node -%}
+      {%- set config = node.config or {} -%}
+      {%- set meta = node.meta or config.get('meta') or {} -%}
+      {%- set name = node.identifier if node.resource_type == 'source' else (node.alias or node.name) -%}
+      {%- do inputs.append({
+        'relation': node.schema ~ '.' ~ name,
+        'resource_type': node.resource_type,
+        'materialized': config.get('materialized'),
+        'read_as': config.get('read_as') or meta.get('read_as'),
+      }) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(inputs) }}
+{% endmacro %}
