@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from .errors import SqlError
 from .state import _group_keys, _windowed
-from .upsert import RANK_INPUT, Dedup, _output_name, ranked_aggregate
+from .upsert import RANK_INPUT, Dedup, _output_name, break_ties, ranked_aggregate
 
 
 def _refuse(what: str, why: str, node: Optional[exp.Expr]) -> SqlError:
@@ -101,19 +101,7 @@ def rewrite_aggregate_rank(
             "the ranked relation must be the aggregate itself",
             dedup.window,
         )
-    ordered = {o.this.sql() for o in dedup.order}
-    order = dedup.window.args["order"]
-    order.set(
-        "expressions",
-        [
-            *order.expressions,
-            *[
-                exp.Ordered(this=c.copy(), nulls_first=True)
-                for c in shown
-                if c.sql() not in ordered
-            ],
-        ],
-    )
+    break_ties(dedup, shown)
     dedup.scope.set("expressions", [*[c.copy() for c in shown], dedup.window.parent])
     oracle = tree.copy()
     stream = agg.copy()

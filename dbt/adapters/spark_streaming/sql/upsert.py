@@ -160,6 +160,15 @@ def _dedup_columns(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]]) -> Li
     return list(schemas[table_key(table)])
 
 
+def break_ties(dedup: Dedup, shown: Sequence[exp.Expr]) -> None:
+    """Order a Top-N's ties by every shown column, ascending (after its own ORDER BY), so that
+    the stream and the batch query rank equal rows alike."""
+    ordered = {o.this.sql() for o in dedup.order}
+    order = dedup.window.args["order"]
+    extra = [exp.Ordered(this=c.copy(), nulls_first=True) for c in shown if c.sql() not in ordered]
+    order.set("expressions", [*order.expressions, *extra])
+
+
 def rewrite_dedup(dedup: Dedup, schemas: Mapping[str, Mapping[str, str]]) -> None:
     """Replace the deduplication's SELECT by ``SELECT __d.c AS c, ..., 1 AS rn FROM (SELECT
     MAX|MIN(STRUCT(<order keys>, <columns>)) AS __d FROM t WHERE ... GROUP BY <keys>)``."""
@@ -237,19 +246,7 @@ def rewrite_rank(
                 "only * and input columns may be projected next to it",
                 proj,
             )
-    ordered = {o.this.sql() for o in dedup.order}
-    order = dedup.window.args["order"]
-    order.set(
-        "expressions",
-        [
-            *order.expressions,
-            *[
-                exp.Ordered(this=c.copy(), nulls_first=True)
-                for c in shown
-                if c.sql() not in ordered
-            ],
-        ],
-    )
+    break_ties(dedup, shown)
     # explicit columns: the oracle's inputs carry an extra column (sql/oracle.py LATE_COLUMN)
     dedup.scope.set("expressions", [*[c.copy() for c in shown], dedup.window.parent])
     stream = exp.Select(expressions=shown).from_(dedup.scope.args["from_"].this.copy())
