@@ -74,15 +74,22 @@ SIDES = ("ours", "flink")
 
 
 def write_csv() -> None:
-    """The Delta source's events as Flink's CSV reads TIMESTAMP(3) (UTC wall time), in the
-    order of the versions that added them (the order our stream reads them in)."""
+    """The Delta source's events as Flink's CSV reads TIMESTAMP(3) (UTC wall time), version
+    by version as our stream reads them; within a version (one micro-batch of ours, whose
+    order does not matter to it) in event-time order: a version written as two files read in
+    the wrong order would make Flink drop a file's rows as late."""
     table = DeltaTable(bc.SOURCE)
-    added = {}
+    added: dict[str, int] = {}
     for version in range(table.version() + 1):
         for path in DeltaTable(bc.SOURCE, version=version).file_uris():
             added.setdefault(path, version)
-    files = sorted(added, key=lambda p: (added[p], p))
-    df = pd.concat(pq.read_table(p).to_pandas() for p in files)
+    versions = [
+        pd.concat(pq.read_table(p).to_pandas() for p in added if added[p] == v).sort_values(
+            "bidtime", kind="stable"
+        )
+        for v in sorted(set(added.values()))
+    ]
+    df = pd.concat(versions)
     times = df["bidtime"].dt.tz_convert("UTC").dt.tz_localize(None)
     df["bidtime"] = times.dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
     df[["bidtime", "price", "item"]].to_csv(CSV, header=False, index=False)
