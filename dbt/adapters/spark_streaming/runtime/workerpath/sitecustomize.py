@@ -27,9 +27,12 @@ def _installed_package_dir(name: str, path: list) -> str | None:
     return list(spec.submodule_search_locations)[0]
 
 
+def _is_spark_zip(name: str) -> bool:
+    return name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith(".zip"))
+
+
 def _drop_spark_zips() -> None:
-    zips = [p for p in sys.path if p.endswith(".zip") and os.path.basename(p) == "pyspark.zip"]
-    zips += [p for p in sys.path if os.path.basename(p).startswith("py4j-") and p.endswith(".zip")]
+    zips = [p for p in sys.path if _is_spark_zip(os.path.basename(p))]
     if not zips:
         return
     rest = [p for p in sys.path if p not in zips]
