@@ -139,7 +139,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--parallelism", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--flink-python", default=os.environ.get("FLINK_PYTHON"))
+    ap.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        help="the model's max_files_per_trigger (default: none, Delta's 1,000 files)",
+    )
     args = ap.parse_args()
+    if args.max_files_per_trigger:
+        bc.MODEL = bc.MODEL.replace(
+            "watermark_delay=",
+            f"max_files_per_trigger={args.max_files_per_trigger}, watermark_delay=",
+        )
     sides = SIDES if args.flink_python else SIDES[:1]
     if not args.flink_python:
         print("PyFlink not given (--flink-python / FLINK_PYTHON): timing ours only")

@@ -29,7 +29,7 @@ SOURCES = """
 sources:
   - name: raw
     schema: "{{ target.schema }}"
-    tables: [{name: appends}, {name: big}]
+    tables: [{name: appends}, {name: big}, {name: ordered}]
 """
 
 
@@ -112,7 +112,7 @@ class TestSplitBatches:
     @pytest.fixture(scope="class")
     def models(self):
         names = ["snap_split", "snap_whole", "rows_split", "rows_whole", "big_split", "big_whole"]
-        names += ["from_v10", "from_v10_agg", "totals_split"]
+        names += ["from_v10", "from_v10_agg", "totals_split", "ordered_split"]
         return {
             "sources.yml": SOURCES,
             "snap_split.sql": agg("appends", SPLIT),
@@ -124,6 +124,7 @@ class TestSplitBatches:
             "from_v10.sql": projection("appends", ", starting_version=10, max_files_per_trigger=3"),
             "from_v10_agg.sql": agg("appends", ", starting_version=10, max_files_per_trigger=3"),
             "totals_split.sql": TOTALS,
+            "ordered_split.sql": agg("ordered", SPLIT),
             "tests.yml": json.dumps(
                 {"models": [{"name": n, "data_tests": ["snapshot_equivalence"]} for n in names]}
             ),
@@ -139,6 +140,11 @@ class TestSplitBatches:
         tables = [slot_bids(rng, s) for s in slots]
         for table in tables:
             write_deltalake(appends, table, mode="append")
+        # `ordered`: 20 versions of one file each, the windows in time order (the files' random
+        # names are not: the snapshot is read in the order they were written, as Delta's)
+        ordered = table_path(project, "ordered")
+        for s in range(FILES):
+            write_deltalake(ordered, slot_bids(rng, s), mode="append")
         # `big`: version 0 holds window 0; version 1 holds windows 1..20 in 20 files, in order
         write_deltalake(big, slot_bids(rng, 0), mode="append")
 
@@ -148,15 +154,21 @@ class TestSplitBatches:
         assert first["rows_split"]["batches"] == 4 and first["rows_whole"]["batches"] == 1
         assert [
             c["positions"][a_label] for c in data_commits(table_path(project, "rows_split"))
-        ] == [{"version": 19, "index": i, "snapshot": True} for i in (4, 9, 14)] + [{"version": 19}]
+        ] == [
+            {"version": 19, "index": i, "snapshot": True, "order": "time"} for i in (4, 9, 14)
+        ] + [{"version": 19}]
         assert len(data_commits(table_path(project, "snap_split"))) == 4
         assert first["snap_whole"]["batches"] <= 2
         assert rows(table_path(project, "rows_split")) == rows(table_path(project, "rows_whole"))
         assert len(rows(table_path(project, "rows_split"))) == 3 * FILES
-        # Read in path order, the windows come out of order: split batches drop late rows that
-        # one big batch keeps. The oracle must see the same split (snapshot_equivalence below).
+        # Written out of time order, the windows come out of order: split batches drop late rows
+        # that one big batch keeps. The oracle must see the same split (snapshot_equivalence).
         assert first["snap_split"]["late_rows"] > 0 and first["snap_whole"]["late_rows"] == 0
         assert first["snap_split"]["versions_read"] == {a_label: [0, 19]}
+        # Written in time order, split batches drop nothing and close windows 0..18 as they go
+        assert first["ordered_split"]["late_rows"] == 0
+        assert len(data_commits(table_path(project, "ordered_split"))) == 4
+        assert sum(r[-1] for r in rows(table_path(project, "ordered_split"))) == 3 * (FILES - 1)
 
         # starting_version 10: only versions 10..19, 3 files per batch (4 batches)
         assert first["from_v10"]["batches"] == 4
@@ -209,7 +221,7 @@ class TestSplitBatches:
 
         # Each table equals its query run in batch over the files each micro-batch read.
         results = run_dbt(["test"])
-        assert len(results) == 9 and all(r.status == "pass" for r in results)
+        assert len(results) == 10 and all(r.status == "pass" for r in results)
 
 
 class TestOldCheckpointContinues:

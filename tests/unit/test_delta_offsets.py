@@ -6,6 +6,7 @@ import json
 import pytest
 
 from dbt.adapters.spark_streaming.delta.offsets import (
+    BY_PATH,
     ORIGIN,
     File,
     Position,
@@ -58,6 +59,36 @@ def test_the_snapshot_splits_by_files_in_path_order():
     assert advance(ORIGIN, 2, files, max_files=2) == Position(2, 1, True)
     # the snapshot's last file ends the version: the next offset is "version 2 read"
     assert advance(Position(2, 1, True), 2, files, max_files=2) == Position(2)
+
+
+def test_snapshot_offsets_say_their_order_and_old_ones_keep_path_order():
+    """A snapshot is read by modification time (Delta's order); offsets written before say
+    nothing and index the snapshot sorted by path, so an old checkpoint in the middle of a
+    snapshot goes on with the files it had not read."""
+    new = Position(2, 1, True)
+    assert new.offset("t") == {
+        "table": "t",
+        "version": 2,
+        "index": 1,
+        "snapshot": True,
+        "order": "time",
+    }
+    assert Position.parse(new.offset("t")) == new
+    old = Position.parse({"table": "t", "version": 2, "index": 1, "snapshot": True})
+    assert old == Position(2, 1, BY_PATH)
+    assert old.offset("t") == {"table": "t", "version": 2, "index": 1, "snapshot": True}
+    assert Position.parse(old.offset("t")) == old
+
+    # written in the order c, a, b: time order differs from path order
+    written = [File("c", {}, 1), File("a", {}, 1), File("b", {}, 1)]
+
+    def lookup(version: int, snapshot) -> list[File]:
+        return sorted(written, key=lambda f: f.path) if snapshot == BY_PATH else written
+
+    assert [f.path for f in between(ORIGIN, advance(ORIGIN, 0, lookup, 2), lookup)] == ["c", "a"]
+    assert [f.path for f in between(Position(0, 0, True), Position(0), lookup)] == ["a", "b"]
+    # an old offset after "a" (path order) goes on with b and c
+    assert [f.path for f in between(Position(0, 0, BY_PATH), Position(0), lookup)] == ["b", "c"]
 
 
 def test_a_version_splits_and_batches_cross_versions():
@@ -148,7 +179,11 @@ def test_starting_version_reads_changes_not_the_snapshot():
         ({"table": "t", "version": 7}, Position(7)),  # an old checkpoint: version 7 fully read
         (7, Position(7)),  # a commit's `sources` before positions were recorded
         ('{"table": "t", "version": 3}', Position(3)),
-        ({"table": "t", "version": 3, "index": 4, "snapshot": True}, Position(3, 4, True)),
+        ({"table": "t", "version": 3, "index": 4, "snapshot": True}, Position(3, 4, BY_PATH)),
+        (
+            {"table": "t", "version": 3, "index": 4, "snapshot": True, "order": "time"},
+            Position(3, 4, True),
+        ),
         ({"table": "t", "version": 3, "index": -1, "snapshot": False, "start": 3}, starting(3)),
     ],
 )

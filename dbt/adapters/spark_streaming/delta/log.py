@@ -1,6 +1,7 @@
 """The data files of a Delta table's versions, in the order the streaming source reads them
-(delta/offsets.py): the snapshot of a version sorted by path, the files a version adds in log
-order. Read from the Delta log with delta-rs (snapshots) and the commit JSON (versions).
+(delta/offsets.py): the snapshot of a version by modification time, then path (as Delta's
+source), the files a version adds in log order. Read from the Delta log with delta-rs
+(snapshots) and the commit JSON (versions).
 
 Imported by Spark's Python workers through delta/source.py: no dbt, no sqlglot at import.
 """
@@ -25,7 +26,7 @@ def _abs(root: str, path: str) -> str:
 
 def _snapshot_actions(root: str, version: int | None) -> list[dict]:
     """The add actions of the snapshot at `version` (latest if None): path as in the log,
-    size_bytes, partition.<column> values."""
+    size_bytes, modification_time (ms), partition.<column> values."""
     from deltalake import DeltaTable
 
     actions = pa.table(DeltaTable(root, version=version).get_add_actions(flatten=True))
@@ -33,7 +34,7 @@ def _snapshot_actions(root: str, version: int | None) -> list[dict]:
         [
             c
             for c in actions.column_names
-            if c in ("path", "size_bytes") or c.startswith("partition.")
+            if c in ("path", "size_bytes", "modification_time") or c.startswith("partition.")
         ]
     ).to_pylist()
 
@@ -45,10 +46,16 @@ def _file(root: str, action: dict, tag: dict | None = None) -> File:
     )
 
 
-def snapshot_files(root: str, version: int | None) -> list[File]:
-    """Data files of the snapshot at `version` (latest if None), sorted by path: the order in
-    which a stream reads a snapshot."""
-    return sorted((_file(root, a) for a in _snapshot_actions(root, version)), key=lambda f: f.path)
+def snapshot_files(root: str, version: int | None, by_path: bool = False) -> list[File]:
+    """Data files of the snapshot at `version` (latest if None) in the order a stream reads a
+    snapshot: by modification time, then path, as Delta's source (the files of appends are read
+    in the order they were written); `by_path`: by path alone, the order of old offsets."""
+    timed = [
+        (a.get("modification_time") or 0, _file(root, a)) for a in _snapshot_actions(root, version)
+    ]
+    if by_path:
+        return sorted((f for _, f in timed), key=lambda f: f.path)
+    return [f for _, f in sorted(timed, key=lambda p: (p[0], p[1].path))]
 
 
 def files_named(root: str, version: int | None, names: list[str], column: str) -> list[File]:
@@ -151,19 +158,19 @@ class Log:
     def __init__(self, root: str, skip_change_commits: bool = False, change_feed: bool = False):
         self.root, self.skip_change_commits = root, skip_change_commits
         self.change_feed = change_feed  # read the changes of each version (change_files)
-        self._snapshot: tuple[int, list[File]] | None = None
+        self._snapshot: tuple[int, bool | str, list[File]] | None = None
         self._versions: dict[int, list[File]] = {}
 
-    def files(self, version: int, snapshot: bool) -> list[File]:
+    def files(self, version: int, snapshot: bool | str) -> list[File]:
         if snapshot:
-            if self._snapshot is None or self._snapshot[0] != version:
-                files = snapshot_files(self.root, version)
+            if self._snapshot is None or self._snapshot[:2] != (version, snapshot):
+                files = snapshot_files(self.root, version, snapshot == offsets.BY_PATH)
                 if self.change_feed:  # a change feed starts with the snapshot's rows inserted
                     files = [
                         f._replace(partition_values={**f.partition_values, OP: "+I"}) for f in files
                     ]
-                self._snapshot = (version, files)
-            return self._snapshot[1]
+                self._snapshot = (version, snapshot, files)
+            return self._snapshot[2]
         if version not in self._versions:
             if len(self._versions) >= self.KEEP:
                 del self._versions[next(iter(self._versions))]

@@ -1,8 +1,12 @@
 """Offsets of the Delta streaming source, and the arithmetic of admission control.
 
 A position in a source says which of its data files the stream has read. The files of a
-Delta version are read in a fixed order: the snapshot of a version sorted by path, the files
-a version adds in the order of its log. Like Delta's own DeltaSourceOffset
+Delta version are read in a fixed order: the snapshot of a version by the files' modification
+time, then path (as Delta's source: a table appended in event-time order is read in that
+order), the files a version adds in the order of its log. Offsets written before that order
+(``snapshot`` without ``"order": "time"``) count the snapshot sorted by path alone
+(``snapshot`` is then BY_PATH), so an old checkpoint in the middle of a snapshot goes on with
+the files it had not read. Like Delta's own DeltaSourceOffset
 (reservoirVersion, index, isStartingVersion), an offset is:
 
 - ``{"table": t, "version": v}``: every version up to v is read (the format from before
@@ -10,8 +14,8 @@ a version adds in the order of its log. Like Delta's own DeltaSourceOffset
   end of a version). ``version`` -1 is the start of a stream: its first batch reads the
   snapshot of the version that is latest then.
 - ``{"table": t, "version": v, "index": i, "snapshot": s}``: files 0..i of version v are read
-  (i = -1: none yet), of the snapshot at v when ``snapshot`` (and nothing before it), else of
-  the files v added (and every version before v).
+  (i = -1: none yet), of the snapshot at v when ``snapshot`` (and nothing before it; with
+  ``"order": "time"``, see above), else of the files v added (and every version before v).
 - ``"start": s`` on every offset of a stream that began at version s (config
   `starting_version` / `starting_timestamp`) instead of a snapshot: the oracle needs it.
 
@@ -31,14 +35,16 @@ class File(NamedTuple):
     size: int  # bytes
 
 
-Files = Callable[[int, bool], list]  # (version, snapshot) -> [File], in reading order
+Files = Callable[[int, Union[bool, str]], list]  # (version, snapshot) -> [File], reading order
+BY_PATH = "path"  # Position.snapshot of offsets from before the modification-time order
 
 
 @dataclass(frozen=True)
 class Position:
     version: int
     index: Optional[int] = None  # None: all of `version` read; else its files 0..index (-1: none)
-    snapshot: bool = False  # index counts the snapshot at `version`, not the files it added
+    # index counts the snapshot at `version` (True, or BY_PATH), not the files it added
+    snapshot: Union[bool, str] = False
     start: Optional[int] = None  # the version the stream began at (None: at a snapshot)
 
     @classmethod
@@ -50,17 +56,22 @@ class Position:
         if isinstance(parsed, int):
             return cls(parsed)
         index, start = parsed.get("index"), parsed.get("start")
+        snapshot: Union[bool, str] = bool(parsed.get("snapshot", False)) and index is not None
+        if snapshot and parsed.get("order") != "time":
+            snapshot = BY_PATH
         return cls(
             int(parsed["version"]),
             None if index is None else int(index),
-            bool(parsed.get("snapshot", False)) and index is not None,
+            snapshot,
             None if start is None else int(start),
         )
 
     def offset(self, label: str) -> dict:
         out: dict = {"table": label, "version": self.version}
         if self.index is not None:
-            out.update(index=self.index, snapshot=self.snapshot)
+            out.update(index=self.index, snapshot=bool(self.snapshot))
+            if self.snapshot is True:
+                out["order"] = "time"
         if self.start is not None:
             out["start"] = self.start
         return out
@@ -90,7 +101,7 @@ def starting(version: int) -> Position:
     return Position(version, -1, False, version)
 
 
-def _cursor(start: Position, snapshot_version: int) -> tuple[int, int, bool]:
+def _cursor(start: Position, snapshot_version: int) -> tuple[int, int, Union[bool, str]]:
     """Where reading after `start` continues: the version, the last index read, snapshot or not."""
     if start.is_origin:
         return snapshot_version, -1, True
