@@ -39,6 +39,13 @@ MODELS = {
         "rows",
         2,
     ),
+    "over_calcite": (  # over_rows in Calcite's syntax: a named window refined, ORDER BY first
+        "SELECT k, ts, v, SUM(v) OVER w (ROWS 2 PRECEDING) AS s, "
+        f"MAX(v) OVER w (ROWS 2 PRECEDING) AS n FROM {EV} WINDOW w AS (ORDER BY ts PARTITION BY k)",
+        True,
+        "rows",
+        2,
+    ),
     "over_all": (  # unpartitioned, RANGE UNBOUNDED (the default frame of ORDER BY; the
         # unit tests pin ROWS UNBOUNDED's plan, which differs only in taking peers one by one)
         f"SELECT k, ts, v, COUNT(v) OVER (ORDER BY ts) AS s, AVG(v) OVER (ORDER BY ts) AS n "
@@ -89,6 +96,7 @@ def expected(name: str, events: list[tuple], watermark: datetime) -> list[tuple]
         s, n = {
             "over_range": (sum(values), len(values)),
             "over_rows": (sum(values), max(values)),
+            "over_calcite": (sum(values), max(values)),
             "over_all": (len(values), sum(values) / len(values)),
         }[name]
         out.append((k, t, v, s, n))

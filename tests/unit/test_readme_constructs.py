@@ -79,6 +79,14 @@ EXAMPLES = {
         "SELECT b.item, r.rate FROM a.bids AS b JOIN a.rates FOR SYSTEM_TIME AS OF b.bidtime "
         "AS r ON b.item = r.currency"
     ),
+    "OVER a named window, refined (OVER (w ROWS 2 PRECEDING), Calcite's OVER w (RANGE ...))": (
+        "SELECT item, bidtime, SUM(price) OVER w (RANGE INTERVAL '10' MINUTE PRECEDING) AS s "
+        "FROM a.bids WINDOW w AS (ORDER BY bidtime PARTITION BY item)"
+    ),
+    "a ranking without a bound (seed 001's RANK() OVER (ORDER BY lastAction) over an aggregate)": (
+        "SELECT item, RANK() OVER (ORDER BY last) AS r FROM "
+        "(SELECT item, MAX(bidtime) AS last FROM a.bids GROUP BY item)"
+    ),
     "OVER aggregation (RANGE / ROWS frames)": (
         "SELECT item, SUM(price) OVER (PARTITION BY item ORDER BY bidtime "
         "ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS s FROM a.bids"

@@ -153,8 +153,8 @@ BAD = [
     ("SELECT * FROM analytics.bids LIMIT 10", "SSV108", "not supported yet"),
     (
         "SELECT item, ROW_NUMBER() OVER (PARTITION BY item ORDER BY price) FROM analytics.bids",
-        "SSV108",
-        "not supported yet",
+        "SSV174",
+        "unbounded",
     ),
     (
         f"SELECT * FROM TABLE(TUMBLE({T}, INTERVAL '1' MINUTE)) a JOIN "

@@ -54,7 +54,9 @@ def test_named_window_and_the_flip11_example():
     assert p.over.aggregates[1].arg is None  # COUNT(*)
     assert p.over.keys == ("__dss_p0",) and "WHERE units > 0" in p.spark_sql
     oracle = p.emitted_sql({"a.orders": "v"}, 60_000_000)
-    assert "SUM(units) OVER w AS total" in oracle and "WINDOW w AS (PARTITION BY" in oracle
+    # the named window is inlined (Spark's batch side has no refined named windows)
+    assert "SUM(units) OVER (PARTITION BY product ORDER BY rowtime RANGE BETWEEN" in oracle
+    assert "WINDOW w" not in oracle
     assert "__dss_event_time <= TIMESTAMP_MICROS(60000000)" in oracle
     assert "__dss_late_wm" in oracle
 
@@ -148,3 +150,81 @@ def test_calcite_cascading_partition_by_floor():
     )
     assert p.over.keys == ("__dss_p0", "__dss_p1") and p.over.frame == UNBOUNDED_ROWS
     assert "DATE_TRUNC('HOUR', rowtime) AS __dss_p0" in p.spark_sql
+
+
+NAMED = "FROM a.orders WINDOW w AS (PARTITION BY product ORDER BY rowtime)"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # the standard's refinement of a named window: its frame is the referring window's
+        f"SELECT product, rowtime, SUM(units) OVER (w ROWS 2 PRECEDING) AS s {NAMED}",
+        # Calcite's: OVER w (frame), and a WINDOW with ORDER BY before PARTITION BY
+        "SELECT product, rowtime, SUM(units) OVER w (ROWS 2 PRECEDING) AS s FROM a.orders "
+        "WINDOW w AS (ORDER BY rowtime PARTITION BY product)",
+        # a named window naming another
+        "SELECT product, rowtime, SUM(units) OVER w2 AS s FROM a.orders WINDOW "
+        "w1 AS (PARTITION BY product ORDER BY rowtime), w2 AS (w1 ROWS 2 PRECEDING)",
+        # the ORDER BY added by the referring window
+        "SELECT product, rowtime, SUM(units) OVER (w ORDER BY rowtime ROWS 2 PRECEDING) AS s "
+        "FROM a.orders WINDOW w AS (PARTITION BY product)",
+    ],
+)
+def test_a_named_window_refined_takes_the_refinement(sql):
+    """Before, `OVER (w ROWS 2 PRECEDING)` ran as w's own frame (RANGE UNBOUNDED): wrong rows."""
+    p = plan(sql)
+    assert (p.over.frame, p.over.preceding, len(p.over.keys)) == (ROWS, 2, 1)
+    inline = plan(
+        "SELECT product, rowtime, SUM(units) OVER (PARTITION BY product ORDER BY rowtime "
+        "ROWS 2 PRECEDING) AS s FROM a.orders"
+    )
+    assert p.fingerprint == inline.fingerprint
+    assert p.emitted_sql({"a.orders": "v"}, 0) == inline.emitted_sql({"a.orders": "v"}, 0)
+
+
+def test_calcite_sliding_window_example_as_written_with_one_frame():
+    p = plan(
+        "SELECT STREAM rowtime, product, units,\n"
+        "  AVG(units) OVER product (RANGE INTERVAL '10' MINUTE PRECEDING) AS m10\n"
+        "FROM a.orders\nWINDOW product AS (\n  ORDER BY rowtime\n  PARTITION BY product)"
+    )
+    assert (p.over.frame, p.over.preceding) == (RANGE, 600_000_000)
+    assert [a.function for a in p.over.aggregates] == ["avg"]
+
+
+@pytest.mark.parametrize(
+    "sql, words",
+    [
+        (
+            f"SELECT SUM(units) OVER (w PARTITION BY units ROWS 2 PRECEDING) AS s {NAMED}",
+            "PARTITION",
+        ),
+        (f"SELECT SUM(units) OVER (w ORDER BY rowtime) AS s {NAMED}", "ORDER BY"),
+        ("SELECT SUM(units) OVER v AS s FROM a.orders WINDOW w AS (ORDER BY rowtime)", "names no"),
+        ("SELECT SUM(units) OVER w AS s FROM a.orders WINDOW w AS (w ROWS 2 PRECEDING)", "itself"),
+        # Calcite's full example has two frames over one window: one OVER window per model
+        (
+            "SELECT product, rowtime, AVG(units) OVER w (RANGE INTERVAL '10' MINUTE PRECEDING) "
+            "AS m10, AVG(units) OVER w (RANGE INTERVAL '7' DAY PRECEDING) AS d7 FROM a.orders "
+            "WINDOW w AS (ORDER BY rowtime PARTITION BY product)",
+            "different windows",
+        ),
+    ],
+)
+def test_named_windows_refused(sql, words):
+    with pytest.raises(SqlError) as info:
+        plan(sql)
+    assert info.value.code == "SSV172" and words in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("materialization", ["streaming_view", "upsert_table"])
+def test_an_unbounded_ranking_over_an_aggregate_is_its_own_error(materialization):
+    """Seed 001's "Computing Updates" query: no bound, so every update re-ranks the rows."""
+    with pytest.raises(SqlError) as info:
+        plan(
+            "SELECT product, RANK() OVER (ORDER BY last) AS r FROM "
+            "(SELECT product, MAX(rowtime) AS last FROM a.orders GROUP BY product)",
+            materialization,
+        )
+    assert info.value.code == "SSV174" and "WHERE r <= N" in str(info.value)

@@ -98,6 +98,39 @@ def _is_stream_keyword(tokens: List[Token], i: int) -> bool:
     return following not in _CONTINUES_COLUMN
 
 
+def _calcite_windows(tokens: List[Token]) -> List[Token]:
+    """Calcite's window syntax in the standard's order, token by token: ``OVER w (RANGE ...)``
+    (a named window refined) as ``OVER (w RANGE ...)``, and a window specification with its
+    ORDER BY before its PARTITION BY (``WINDOW w AS (ORDER BY t PARTITION BY k)``) with them
+    swapped. Tokens keep their positions in the SQL, so errors still point at the text."""
+    out = list(tokens)
+    for i in range(len(out) - 2):
+        if (
+            out[i].token_type == TokenType.OVER
+            and out[i + 1].token_type == TokenType.VAR
+            and out[i + 2].token_type == TokenType.L_PAREN
+        ):
+            out[i + 1], out[i + 2] = out[i + 2], out[i + 1]
+    for i, tok in enumerate(out):
+        if tok.token_type != TokenType.L_PAREN:
+            continue
+        start = i + 1 + (i + 1 < len(out) and out[i + 1].token_type == TokenType.VAR)
+        if start >= len(out) or out[start].token_type != TokenType.ORDER_BY:
+            continue
+        depth, partition, end = 0, None, None
+        for j in range(start, len(out)):
+            kind = out[j].token_type
+            depth += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
+            if depth < 0 or (depth == 0 and kind in (TokenType.ROWS, TokenType.RANGE)):
+                end = j
+                break
+            if depth == 0 and kind == TokenType.PARTITION_BY and partition is None:
+                partition = j
+        if partition is not None and end is not None:
+            out[start:end] = out[partition:end] + out[start:partition]
+    return out
+
+
 def _is_watermark_keyword(token: Any) -> bool:
     return (
         token is not None
@@ -113,6 +146,7 @@ class SparkStreamingParser(SparkParser):
     def parse(self, raw_tokens: List[Token], sql: str) -> List[Optional[exp.Expr]]:
         # Calcite's SELECT STREAM: a streaming model's query is a stream already (a no-op).
         raw_tokens = [t for i, t in enumerate(raw_tokens) if not _is_stream_keyword(raw_tokens, i)]
+        raw_tokens = _calcite_windows(raw_tokens)
         for tok, following in zip(raw_tokens, raw_tokens[1:], strict=False):
             if tok.token_type == TokenType.SESSION and following.token_type == TokenType.L_PAREN:
                 tok.token_type = TokenType.VAR  # SESSION(ts, gap): a group window, a function

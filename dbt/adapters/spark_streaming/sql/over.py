@@ -19,7 +19,8 @@ UNBOUNDED PRECEDING`` (also spelt ``BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`
 RANGE UNBOUNDED, the SQL default), and the one-bound short forms of all three.
 
 Codes: SSV170 ORDER BY not the event time ascending; SSV171 a frame that cannot run on a
-stream; SSV172 a shape outside the one above; SSV173 an OVER aggregation as upsert_table.
+stream; SSV172 a shape outside the one above; SSV173 an OVER aggregation as upsert_table;
+SSV174 a ranking without a bound (no Top-N).
 """
 
 from __future__ import annotations
@@ -106,15 +107,32 @@ def _shape_error(what: str, node: Optional[exp.Expr]) -> SqlError:
     )
 
 
-def _resolve(window: exp.Window, named: Mapping[str, exp.Window]) -> exp.Window:
-    """The window definition of ``window`` (a named window's ``WINDOW w AS (...)``)."""
+def _resolve(
+    window: exp.Window, named: Mapping[str, exp.Window], seen: Tuple[str, ...] = ()
+) -> exp.Window:
+    """The window definition of ``window``: a named window (``OVER w``, ``WINDOW w AS (...)``)
+    refined, as in standard SQL and Calcite, by the frame of the window that names it (``OVER
+    (w ROWS 2 PRECEDING)``, ``OVER w (RANGE ...)``), and its ORDER BY where the named window
+    has none. A named window may itself name another (``WINDOW w2 AS (w1 ROWS ...)``)."""
     name = window.args.get("alias")
     if name is None:
         return window
-    found = named.get(name.name.lower())
-    if found is None:
+    key = name.name.lower()
+    if key in seen:
+        raise _shape_error(f"WINDOW {name.name} refers to itself", window)
+    if key not in named:
         raise _shape_error(f"OVER {name.name} names no WINDOW definition", window)
-    return found
+    base = _resolve(named[key], named, (*seen, key))
+    if window.args.get("partition_by"):
+        raise _shape_error(f"a window that names {name.name} has its own PARTITION BY", window)
+    if window.args.get("order") and base.args.get("order"):
+        raise _shape_error(f"a window that names {name.name} has its own ORDER BY", window)
+    out = base.copy()
+    out.set("alias", None)
+    for arg in ("order", "spec"):
+        if window.args.get(arg) is not None:
+            out.set(arg, window.args[arg].copy())
+    return out
 
 
 def _frame(window: exp.Window) -> Tuple[str, Optional[int]]:
@@ -196,6 +214,33 @@ def _time_column(
     return col, col.name
 
 
+RANKINGS = (exp.Rank, exp.DenseRank, exp.RowNumber, exp.PercentRank, exp.CumeDist, exp.Ntile)
+
+
+def refuse_unbounded_ranking(tree: exp.Expr) -> None:
+    """SSV174 for a ranking in the outer SELECT (``SELECT user, RANK() OVER (ORDER BY
+    lastAction) FROM (... GROUP BY user)``): nothing bounds it, so one new row re-ranks every
+    row below it (seed 001, "Computing Updates"). A Top-N (the ranking filtered by ``<= N`` in
+    an outer query) is recognised before this, by the compiler."""
+    if not isinstance(tree, exp.Select):
+        return
+    for item in tree.expressions:
+        for window in item.find_all(exp.Window):
+            if isinstance(window.this, RANKINGS):
+                raise _error(
+                    "SSV174",
+                    f"{window.this.sql()} OVER (...) ranks every row of the result, unbounded",
+                    "as a stream, one new or changed row changes the rank of every row below "
+                    "it, so each update rewrites a large part of the table (seed 001, "
+                    '"Computing Updates")',
+                    "Keep only the top N: SELECT * FROM (SELECT ..., RANK() OVER (...) AS r "
+                    "FROM ...) WHERE r <= N, as an upsert_table over a GROUP BY, or over the "
+                    "rows or aggregate of a window TVF (a window Top-N); or rank in a batch "
+                    "model.",
+                    window,
+                )
+
+
 def _signature(window: exp.Window) -> str:
     args = [window.args.get(a) for a in ("order", "spec")]
     parts = [a.sql() if isinstance(a, exp.Expr) else "" for a in args]
@@ -212,6 +257,7 @@ def analyse_over(
     """The OverSpec of ``tree`` if it applies aggregates OVER a window, with the query of its
     input rows (a tree; QueryPlan binds its sources), else None; SSV170-173 (and SSV105 without
     a watermark delay) on one that cannot run."""
+    refuse_unbounded_ranking(tree)
     windows = over_windows(tree)
     if not windows:
         return None
@@ -245,6 +291,12 @@ def analyse_over(
         if isinstance(w.this, exp.Identifier)
     }
     definitions = [_resolve(w, named) for w in windows]
+    for w, d in zip(windows, definitions, strict=True):  # inline them (Spark has no refinement)
+        w.set("partition_by", [p.copy() for p in d.args.get("partition_by") or []])
+        for part in ("order", "spec"):
+            w.set(part, d.args[part].copy() if d.args.get(part) is not None else None)
+        w.set("alias", None)
+    select.set("windows", None)
     if len({_signature(d) for d in definitions}) > 1:
         raise _shape_error("OVER aggregations over different windows in one model", windows[1])
     window = definitions[0]
