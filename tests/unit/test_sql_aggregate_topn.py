@@ -107,3 +107,27 @@ def test_top_1_of_an_aggregate_is_a_top_n():
             .replace("SELECT * FROM (SELECT *", "SELECT item FROM (SELECT *")
         )
     assert err.value.code == "SSV131" and "outer SELECT is not SELECT *" in str(err.value)
+
+
+@pytest.mark.parametrize("function", ["RANK", "DENSE_RANK"])
+def test_rank_and_dense_rank_keep_ties_keyed_by_the_groups(function):
+    sql = TOPN.format(cols="*", part="category", agg=AGG).replace("ROW_NUMBER", function)
+    p = plan(sql)
+    assert (p.upsert.unique_key, p.upsert.keep_column) == (("category", "item"), "__keep")
+    ranked = (
+        f"SELECT * FROM (SELECT category, item, total, {function}() OVER (PARTITION BY category "
+        "ORDER BY total DESC) AS rn{} FROM {}) WHERE rn <= 3"
+    )  # no tie-breaker: ties share a rank in batch and stream
+    assert p.rank_sql_for("v") == ranked.format(", TRUE AS __keep", "v AS __rank_input")
+    assert p.emitted_sql({"a.bids": "src"}, 0) == ranked.format(
+        "", "(SELECT category, item, SUM(price) AS total FROM src AS bids GROUP BY category, item)"
+    )
+
+
+def test_rank_needs_the_group_keys_shown():
+    sql = TOPN.format(cols="category, total", part="category", agg=AGG).replace(
+        "ROW_NUMBER", "RANK"
+    )
+    with pytest.raises(SqlError) as info:
+        plan(sql)
+    assert info.value.code == "SSV131" and "GROUP BY keys" in str(info.value)

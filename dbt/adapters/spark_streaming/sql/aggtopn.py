@@ -14,6 +14,13 @@ that leaves the top N is replaced at its rank (``-U`` old, ``+U`` new in the cha
 
 ORDER BY gains every projected column as a tie-breaker (ascending, NULLs first), so that
 ROW_NUMBER is one order in batch (the oracle) and in the stream.
+
+RANK() and DENSE_RANK() keep their ties, as the batch query does: every row ranked <= N, so a
+partition may hold more than N rows, and a rank may be held by several rows or by none. The
+table is then keyed by the aggregate's GROUP BY keys (which must be shown), the rank query
+marks its rows ``__keep``, and the sink (runtime/partials.py reranked) adds, with ``__keep``
+false, the table's rows of the re-ranked groups that left the top N: deleted (``-D``), while
+a group that stays but changes rank or value is ``-U``/``+U`` and one that enters ``+I``.
 """
 
 from __future__ import annotations
@@ -24,7 +31,15 @@ from sqlglot import exp
 
 from .errors import SqlError
 from .state import _group_keys, _windowed
-from .upsert import RANK_INPUT, Dedup, _output_name, break_ties, ranked_aggregate
+from .upsert import (
+    KEEP_COLUMN,
+    RANK_INPUT,
+    Dedup,
+    _output_name,
+    break_ties,
+    ranked_aggregate,
+    ties_share_ranks,
+)
 
 
 def _refuse(what: str, why: str, node: Optional[exp.Expr]) -> SqlError:
@@ -101,9 +116,22 @@ def rewrite_aggregate_rank(
             "the ranked relation must be the aggregate itself",
             dedup.window,
         )
-    break_ties(dedup, shown)
+    if ties_share_ranks(dedup):  # RANK / DENSE_RANK: keyed by the group keys, shown
+        names = {c.alias_or_name.lower() for c in shown}
+        missing = [n for n in group_names if not n or n.lower() not in names]
+        if missing:
+            raise _refuse(
+                f"a Top-N by {dedup.window.this.sql()} without the GROUP BY keys in its result",
+                "rows tied in the ORDER BY share a rank, so the table is keyed by the "
+                "aggregate's GROUP BY keys",
+                dedup.window,
+            )
+    else:
+        break_ties(dedup, shown)
     dedup.scope.set("expressions", [*[c.copy() for c in shown], dedup.window.parent])
     oracle = tree.copy()
     stream = agg.copy()
     dedup.scope.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(RANK_INPUT))))
+    if ties_share_ranks(dedup):  # the re-ranked rows are kept; the sink adds those that left
+        dedup.scope.append("expressions", exp.alias_(exp.true(), KEEP_COLUMN))
     return stream, tree, oracle, tuple(partition)

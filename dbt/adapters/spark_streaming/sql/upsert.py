@@ -35,13 +35,18 @@ from sqlglot import exp
 from .analysis import Classification, is_aggregating, table_key
 from .errors import SqlError
 from .groupwin import window_keys
-from .state import PartialsSpec
+from .state import PartialsSpec, _group_keys
 from .topn import WindowTopN, rownum_limit  # the same filter shapes as a window Top-N
 
 RANK_INPUT = "__rank_input"  # Top-N: the relation a micro-batch re-ranks
 KEEP_COLUMN = "__keep"  # update mode: HAVING as a projected boolean (False: delete the key)
 DEDUP_ROW = "__d"  # deduplication: the kept row of a key, as a struct
 UPDATE, APPEND = "update", "append"
+RANKINGS = (
+    exp.RowNumber,
+    exp.Rank,
+    exp.DenseRank,
+)  # ROW_NUMBER: every shape; the others: sql/aggtopn.py
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,7 @@ def dedups(tree: exp.Expr, window_topns: Sequence[WindowTopN]) -> List[Dedup]:
     found = []
     for window in tree.find_all(exp.Window):
         alias = window.parent
-        if id(window) in taken or not isinstance(window.this, exp.RowNumber):
+        if id(window) in taken or not isinstance(window.this, RANKINGS):
             continue
         if not isinstance(alias, exp.Alias) or not isinstance(alias.parent, exp.Select):
             continue
@@ -97,7 +102,9 @@ def dedups(tree: exp.Expr, window_topns: Sequence[WindowTopN]) -> List[Dedup]:
         if not isinstance(outer, exp.Select):
             continue
         dedup = Dedup(scope, window, keys, order, alias.alias, None)
-        if not keys and ranked_aggregate(dedup) is None:  # a global Top-N: of an aggregate only
+        if (not keys or not isinstance(window.this, exp.RowNumber)) and ranked_aggregate(
+            dedup
+        ) is None:  # a global Top-N, and RANK / DENSE_RANK: of an aggregate only
             continue
         found.append(
             Dedup(
@@ -110,6 +117,12 @@ def dedups(tree: exp.Expr, window_topns: Sequence[WindowTopN]) -> List[Dedup]:
             )
         )
     return found
+
+
+def ties_share_ranks(dedup: Dedup) -> bool:
+    """RANK / DENSE_RANK: rows tied in the ORDER BY share a rank, so a partition's top N may
+    hold more than N rows and (partition, rank) does not identify one (sql/aggtopn.py)."""
+    return not isinstance(dedup.window.this, exp.RowNumber)
 
 
 def ranked_aggregate(dedup: Dedup) -> Optional[exp.Select]:
@@ -375,7 +388,12 @@ def analyse_upsert(
     if found:
         dedup = found[0]
         assert dedup.limit is not None  # refused above
-        if dedup.limit > 1 or ranked_aggregate(dedup) is not None:  # Top-N: see below
+        agg = ranked_aggregate(dedup)
+        if agg is not None and ties_share_ranks(dedup):  # a row per group; leavers deleted
+            names = [_output_name(agg, k) for k in _group_keys(agg)]
+            by_group = [exp.column(n) for n in names if n]
+            return UpsertSpec(_keys(top, by_group, "GROUP BY key"), UPDATE, KEEP_COLUMN)
+        if dedup.limit > 1 or agg is not None:  # Top-N: see below
             # a row per partition key and rank (always: the sink re-ranks)
             return UpsertSpec(
                 _keys(top, [*dedup.keys, exp.column(dedup.rownum)], "Top-N key"),
