@@ -113,8 +113,8 @@ RANKED = (
     "FROM (SELECT url, user, COUNT(cTime) AS cnt FROM {{ source('raw', 'clicks') }} "
     "GROUP BY url, user)) WHERE r <= 2"
 )
-DENSE = (
-    "{{ config(materialized='upsert_table', state_ttl='1 day') }}\n"
+DENSE = (  # bounded by constant_domain: its partials never expire
+    "{{ config(materialized='upsert_table', constant_domain=['user']) }}\n"
     "SELECT * FROM (SELECT user, n, DENSE_RANK() OVER (ORDER BY n DESC) AS r "
     "FROM (SELECT user, COUNT(cTime) AS n FROM {{ source('raw', 'clicks') }} GROUP BY user)) "
     "WHERE r < 3"

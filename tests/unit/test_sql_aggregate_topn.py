@@ -131,3 +131,14 @@ def test_rank_needs_the_group_keys_shown():
     with pytest.raises(SqlError) as info:
         plan(sql)
     assert info.value.code == "SSV131" and "GROUP BY keys" in str(info.value)
+
+
+def test_constant_domain_keeps_partials_without_expiry():
+    from dbt.adapters.spark_streaming.sql.state import NEVER_EXPIRES_US
+
+    sql = TOPN.format(cols="*", part="category", agg=AGG)
+    p = plan(sql, state_ttl=None, constant_domain=["category", "item"])
+    assert p.upsert.partials.ttl_ms == NEVER_EXPIRES_US // 1000
+    with pytest.raises(SqlError) as info:  # item's values are not declared a fixed set
+        plan(sql, state_ttl=None, constant_domain=["category"])
+    assert info.value.code == "SSV131" and "constant_domain" in str(info.value)

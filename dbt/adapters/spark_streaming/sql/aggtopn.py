@@ -48,7 +48,8 @@ def _refuse(what: str, why: str, node: Optional[exp.Expr]) -> SqlError:
         what,
         why,
         "Rank a GROUP BY aggregate in a subquery, PARTITION BY some of its GROUP BY keys, and "
-        "set state_ttl (see docs/upsert_table.md, Top-N over an aggregate).",
+        "set state_ttl or declare every GROUP BY key in constant_domain (see "
+        "docs/upsert_table.md, Top-N over an aggregate).",
         node,
     )
 
@@ -71,9 +72,10 @@ def rewrite_aggregate_rank(
         )
     if not state_ttl:
         raise _refuse(
-            "a Top-N over an aggregate without state_ttl",
+            "a Top-N over an aggregate without state_ttl or constant_domain",
             "each micro-batch re-ranks all groups of the partitions it touches, which are kept "
-            "as partial aggregates in Delta only with state_ttl",
+            "as partial aggregates in Delta only with state_ttl, or when constant_domain "
+            "declares every GROUP BY key (then without expiry)",
             dedup.window,
         )
     if agg.args.get("having") is not None or agg.args.get("distinct"):

@@ -30,10 +30,12 @@ from .semijoin import rewrite_window_subqueries
 from .state import (
     BATCH_INPUT,
     MERGED_INPUT,
+    NEVER_EXPIRES_US,
     PARTIALS_INPUT,
     check_joins,
     split_aggregate,
     unbounded_aggregate,
+    undeclared_keys,
 )
 from .topn import inline_ranked_ctes, window_topns
 from .upsert import (
@@ -423,7 +425,10 @@ def compile_query(
     ranked: Optional[exp.Expr] = None
     if found and (found[0].limit != 1 or ranked_aggregate(found[0]) is not None):  # a Top-N
         assert upsert is not None  # (analyse_upsert refused a dedup without limit)
-        if ranked_aggregate(found[0]) is not None:  # over an aggregate: sql/aggtopn.py
+        agg = ranked_aggregate(found[0])
+        if agg is not None:  # over an aggregate: sql/aggtopn.py
+            if ttl_us is None and not undeclared_keys(agg, constant_domain):
+                ttl_us = NEVER_EXPIRES_US  # constant_domain: partials kept, never expired
             tree, rank, ranked, rank_keys = rewrite_aggregate_rank(
                 tree, found[0], ttl_us is not None
             )

@@ -174,9 +174,7 @@ def unbounded_aggregate(
     if state_ttl:
         return scope
     keys = _group_keys(scope)
-    names = [_key_name(scope, k) for k in keys]
-    declared = {str(c).lower() for c in constant_domain}
-    undeclared = [n for n in names if n.lower() not in declared]
+    undeclared = undeclared_keys(scope, constant_domain)
     if keys and not undeclared:
         return None
     what = (
@@ -194,6 +192,18 @@ def unbounded_aggregate(
         "state_ttl: '7 days' (a key idle that long is dropped and starts afresh).",
         scope.args.get("group") or scope,
     )
+
+
+# A Top-N over an aggregate whose keys are all in constant_domain keeps its partials in Delta
+# (sql/aggtopn.py re-ranks from them) without expiry: a TTL of about a century.
+NEVER_EXPIRES_US = 100 * 365 * 86_400 * 1_000_000
+
+
+def undeclared_keys(scope: exp.Select, constant_domain: Sequence[str]) -> List[str]:
+    """The GROUP BY keys of ``scope`` (as named in constant_domain) not declared in it."""
+    declared = {str(c).lower() for c in constant_domain}
+    names = [_key_name(scope, k) for k in _group_keys(scope)]
+    return [n for n in names if n.lower() not in declared]
 
 
 def _key_name(scope: exp.Select, key: exp.Expr) -> str:
