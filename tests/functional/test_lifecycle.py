@@ -80,6 +80,15 @@ class TestLock(Base):
         assert not os.path.exists(lock_file(project))
 
 
+def refresh_path(project) -> str:
+    return os.path.join(
+        project.adapter.config.credentials.warehouse_path,
+        ".dbt_streaming",
+        "refresh",
+        f"{project.test_schema}.per_10min",
+    )
+
+
 def dbt_subprocess(project, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != ENV}
     if fault:
@@ -116,14 +125,18 @@ class TestFullRefreshCrashSafety(Base):
             assert proc.returncode == EXIT_CODE, proc.stdout + proc.stderr
             assert rows(path) == old, fault
 
-        # Crash between the two renames (old table moved aside): the next run, even without
-        # --full-refresh, finishes the swap, and the new table is complete.
+        # Crash right after the swap: old and new table were exchanged in one step, so the
+        # table is already the new one (readers never find none); the next run, even without
+        # --full-refresh, finishes the refresh (deletes the old table from the build's place).
         proc = dbt_subprocess(project, "run", "--full-refresh", fault="refresh_swapping")
         assert proc.returncode == EXIT_CODE, proc.stdout + proc.stderr
-        assert not os.path.exists(path)
+        new = rows(path)
         _, out = run_dbt_and_capture(["run"])
         assert "finished a full refresh that was interrupted" in out
-        new = rows(path)
+        assert rows(path) == new
+        assert not any(os.scandir(os.path.dirname(refresh_path(project)))), (
+            "the old table is deleted from the build's place"
+        )
         assert [r[:3] for r in new] == old and [r[3] for r in new] == [3]  # 08:00 window: 3 bids
         assert len({c["fingerprint"] for c in commits(path)}) == 1  # only the new query's commits
         run_dbt(["run"])  # and it keeps running from the new checkpoint

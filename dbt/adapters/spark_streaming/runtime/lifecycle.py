@@ -8,15 +8,20 @@ names the paths; locks under the profile's ``checkpoint_root`` when it has one):
   stale and broken.
 - ``refresh/<schema>.<identifier>``: where ``--full-refresh`` builds the new table and its
   checkpoint while the old table stays readable. When the build is complete (marker file),
-  the old table is moved to ``trash/`` and the new one into place, two renames. A crash
-  before the marker leaves the old table; a crash between the renames is finished by the
-  next run of the model (``recover``), which moves the complete build into place.
+  the two directories are exchanged in one step (Linux ``renameat2(RENAME_EXCHANGE)``), so a
+  reader sees the old table or the new one, never none; the old one, now in the build's place,
+  is deleted. A crash before the marker leaves the old table; a crash after the exchange is
+  finished by the next run of the model (``recover``: the marker is in the table). Where the
+  exchange is not available (another OS or filesystem), the old table is moved to ``trash/``
+  and the new one into place, two renames, and a crash between them is finished the same way.
 
 With a ``checkpoint_root`` (object storage) a full refresh rebuilds in place instead (``clear``).
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -33,6 +38,7 @@ from ..errors import StreamingError
 from ..faults import fault_point
 
 COMPLETE = "_dbt_refresh_complete"
+AT_FDCWD, RENAME_EXCHANGE = -100, 2  # <fcntl.h>, <linux/fs.h>
 
 
 def _made(path: str) -> str:
@@ -149,10 +155,36 @@ def empty_build(warehouse: str, name: str) -> str:
     return path
 
 
+def _exchange(a: str, b: str) -> bool:
+    """Exchange directories `a` and `b` atomically (Linux renameat2 with RENAME_EXCHANGE);
+    False where the C library or the filesystem cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    if renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(err, os.strerror(err), a)
+
+
 def swap_in(warehouse: str, name: str, built: str, target: str) -> None:
     """Replace the table at `target` by the complete build at `built` (see module docstring)."""
     open(os.path.join(built, COMPLETE), "w").close()
     fault_point("refresh_built", -1)
+    if os.path.exists(target) and _exchange(built, target):  # one step: old or new, never none
+        fault_point("refresh_swapping", -1)
+        _finish(built, target)
+        return
     trash = _made(layout.trash_path(warehouse, name, uuid.uuid4().hex[:8]))
     if os.path.exists(target):
         os.rename(target, trash)
@@ -173,9 +205,19 @@ def clear(table: str, checkpoint: str) -> None:
     storage.remove_tree(table)
 
 
+def _finish(old: str, target: str) -> None:
+    """After the exchange: the new table is at `target`, the old one at `old`."""
+    os.remove(os.path.join(target, COMPLETE))
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def recover(warehouse: str, name: str, target: str) -> bool:
-    """Finish a full refresh that crashed between its two renames; True if one was."""
+    """Finish a full refresh that crashed after its exchange, or between its two renames; True
+    if one was."""
     built = layout.refresh_path(warehouse, name)
+    if os.path.exists(os.path.join(target, COMPLETE)):  # exchanged: the old table is at `built`
+        _finish(built, target)
+        return True
     if os.path.exists(target) or not os.path.exists(os.path.join(built, COMPLETE)):
         return False
     os.rename(built, target)
