@@ -141,3 +141,35 @@ class TestFullRefreshCrashSafety(Base):
         assert len({c["fingerprint"] for c in commits(path)}) == 1  # only the new query's commits
         run_dbt(["run"])  # and it keeps running from the new checkpoint
         assert rows(path) == new
+
+
+DOUBLED = """
+{{ config(materialized='streaming_view') }}
+SELECT window_start, total * 2 AS doubled FROM {{ ref('per_10min') }}
+"""
+
+
+class TestUpstreamRebuilt(Base):
+    """A downstream model's positions are versions of its source's Delta table: after the
+    upstream's --full-refresh (a new table, a new history) they mean nothing, so the downstream
+    is refused (SSR327) instead of skipping or repeating rows, and its --full-refresh works."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"per_10min.sql": MODEL, "doubled.sql": DOUBLED}
+
+    def test_downstream_of_a_rebuilt_table_is_refused(self, project):
+        run_dbt(["seed"])
+        run_dbt(["run"])
+        down = table_path(project, "doubled")
+        before, versions = rows(down), len(commits(down))
+        totals = [(r[0], r[2] * 2) for r in rows(table_path(project, "per_10min"))]
+        assert sorted(before) == sorted(totals) and before
+        run_dbt(["run", "-s", "per_10min", "--full-refresh"])
+        _, out = run_dbt_and_capture(["run", "-s", "doubled"], expect_pass=False)
+        assert "SSR327" in out and "another Delta table" in out, out[-2000:]
+        assert rows(down) == before and len(commits(down)) == versions  # untouched
+        run_dbt(["run", "-s", "doubled", "--full-refresh"])  # the advice, followed
+        assert sorted(rows(down)) == sorted(totals)
+        run_dbt(["run"])  # and both go on
+        assert sorted(rows(down)) == sorted(totals)

@@ -225,3 +225,11 @@ def latest_version(root: str) -> int:
     from deltalake import DeltaTable
 
     return DeltaTable(root).version()
+
+
+def table_id(root: str) -> str:
+    """The Delta table's id (its metaData id): a table dropped and created again, or rebuilt
+    aside and swapped in, has a new one, and versions that say nothing of the old table's."""
+    from deltalake import DeltaTable
+
+    return str(DeltaTable(root).metadata().id)

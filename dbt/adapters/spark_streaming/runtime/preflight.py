@@ -12,6 +12,9 @@ what is wrong and which way out works, instead of a Spark failure that every `db
   (SSR320: the checkpoint's state holds the old type), a data file the stream has still to read
   that is gone (SSR322: vacuumed or deleted; on object storage only when it is at most
   REMOTE_CHECKS files, one request each).
+- The sources' identity (SSR327): a source whose Delta table id is not the one the last batch
+  read (the upstream rebuilt by `--full-refresh`, or dropped and created again) has a new
+  history; the checkpoint's positions are versions of the old one.
 - The model's columns (SSR321): a query over a source that gained a column (a ``SELECT *``)
   would write columns its table does not have.
 - The places written (SSR325): the table's directory and the control root (locks) must be
@@ -30,7 +33,7 @@ from typing import Optional
 
 from .. import layout
 from ..delta import offsets, storage, types
-from ..delta.log import Log, starting_position
+from ..delta.log import Log, starting_position, table_id
 from ..delta.offsets import Position
 from ..delta.source import read_change_feed, skip_change_commits
 from ..errors import StreamingError
@@ -167,6 +170,24 @@ def check_sources(
                     f"REPAIR TABLE) and run {_full_refresh(identifier)}: the model is rebuilt "
                     "without its rows.",
                 )
+
+
+def check_source_ids(identifier: str, streams: dict[str, str], previous: dict) -> None:
+    """SSR327 if a source read as a stream is another Delta table than the one the model's
+    last batch read (commit metadata `source_ids`; commits without it are not checked)."""
+    read = previous.get("source_ids") or {}
+    for name, path in streams.items():
+        if name in read and table_id(path) != read[name]:
+            raise StreamingError(
+                "SSR327",
+                f"source {name} of {identifier} is another Delta table than the one it read",
+                f"its table id was {read[name]} and is {table_id(path)}: it was rebuilt (a "
+                "`--full-refresh` of its model) or dropped and created again, so its versions "
+                "are a new history, and the checkpoint's positions, versions of the old one, "
+                "would skip or repeat rows",
+                f"Rebuild this model from the new history: {_full_refresh(identifier)}, or "
+                f"with its upstream in one go: `dbt run --full-refresh -s <upstream>+`.",
+            )
 
 
 def _check_columns(identifier: str, name: str, path: str, version: int) -> None:

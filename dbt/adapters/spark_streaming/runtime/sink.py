@@ -18,6 +18,7 @@ from typing import Optional
 from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta import types
+from ..delta.log import table_id
 from ..delta.offsets import Position
 from ..delta.partials import PartialsCommitter
 from ..delta.sink import BatchCommitter, create_table
@@ -75,6 +76,8 @@ class ModelSink:
             "fingerprint": plan.fingerprint,
             "model": model.name,
             "materialization": model.materialization,
+            # which Delta tables the positions are versions of (preflight.check_source_ids)
+            "source_ids": {name: table_id(path) for name, path in places.sources.items()},
         }
         self.committers: list = []  # BatchCommitter | UpsertCommitter [, PartialsCommitter]
         self.rows_written, self.commits, self.replayed = 0, 0, 0

@@ -269,6 +269,7 @@ def _check_sources_and_state(
     previous = _check_state(model, plan, places.build, places.checkpoint, catalog) or {}
     preflight.check_checkpoint(places.checkpoint, model.identifier)
     streams = _streams(model, plan, places)
+    preflight.check_source_ids(model.identifier, streams, previous)
     preflight.check_sources(model.identifier, streams, places.checkpoint, options)
     return previous
 
