@@ -27,6 +27,14 @@ GLOBAL = (
     "FROM (SELECT user, COUNT(cTime) AS n FROM {{ source('raw', 'clicks') }} GROUP BY user)) "
     "WHERE rn <= 2"
 )
+FIRST = [  # the clicks of the first run of each test
+    ("Mary", "2020-01-01 12:00:00", "./home"),
+    ("Mary", "2020-01-01 12:00:01", "./home"),
+    ("Liz", "2020-01-01 12:00:02", "./home"),
+    ("Bob", "2020-01-01 12:00:03", "./home"),
+    ("Bob", "2020-01-01 12:00:04", "./cart"),
+]
+LIZ_OVERTAKES = [("Liz", "2020-01-01 12:01:00", "./home"), ("Liz", "2020-01-01 12:01:01", "./home")]
 TESTS = """
 models:
   - {name: top_users, data_tests: [snapshot_equivalence]}
@@ -47,16 +55,7 @@ class TestAggregateTopN:
     def test_a_row_leaves_the_top_n(self, project):
         source, out = table_path(project, "clicks"), table_path(project, "top_users")
         overall = table_path(project, "top_overall")
-        append_clicks(
-            source,
-            [
-                ("Mary", "2020-01-01 12:00:00", "./home"),
-                ("Mary", "2020-01-01 12:00:01", "./home"),
-                ("Liz", "2020-01-01 12:00:02", "./home"),
-                ("Bob", "2020-01-01 12:00:03", "./home"),
-                ("Bob", "2020-01-01 12:00:04", "./cart"),
-            ],
-        )
+        append_clicks(source, FIRST)
         run_dbt(["run"])
         # ties (Bob and Liz: 1) are broken by the other columns, ascending: Bob first
         assert rows(out) == [
@@ -72,13 +71,7 @@ class TestAggregateTopN:
             ("./home", "Mary", 2, 1, "+I"),
         ]
         # Liz overtakes Mary; Bob leaves the top 2 of ./home; ./cart is untouched
-        append_clicks(
-            source,
-            [
-                ("Liz", "2020-01-01 12:01:00", "./home"),
-                ("Liz", "2020-01-01 12:01:01", "./home"),
-            ],
-        )
+        append_clicks(source, LIZ_OVERTAKES)
         run_dbt(["run"])
         assert rows(out) == [
             ("./cart", "Bob", 1, 1),
@@ -146,16 +139,7 @@ class TestRankTopN:
     def test_ties_share_a_rank_and_leavers_are_deleted(self, project):
         source, out = table_path(project, "clicks"), table_path(project, "ranked")
         dense = table_path(project, "dense")
-        append_clicks(
-            source,
-            [
-                ("Mary", "2020-01-01 12:00:00", "./home"),
-                ("Mary", "2020-01-01 12:00:01", "./home"),
-                ("Liz", "2020-01-01 12:00:02", "./home"),
-                ("Bob", "2020-01-01 12:00:03", "./home"),
-                ("Bob", "2020-01-01 12:00:04", "./cart"),
-            ],
-        )
+        append_clicks(source, FIRST)
         run_dbt(["run"])
         # Liz and Bob tie at the 2nd place of ./home: three rows in its top 2
         assert rows(out) == [
@@ -167,10 +151,7 @@ class TestRankTopN:
         assert rows(dense) == [("Bob", 2, 1), ("Liz", 1, 2), ("Mary", 2, 1)]
         first = changelog(out)
         # Liz overtakes Mary: Bob falls to 3rd and leaves (-D); Mary moves to 2nd
-        append_clicks(
-            source,
-            [("Liz", "2020-01-01 12:01:00", "./home"), ("Liz", "2020-01-01 12:01:01", "./home")],
-        )
+        append_clicks(source, LIZ_OVERTAKES)
         run_dbt(["run"])
         assert rows(out) == [
             ("./cart", "Bob", 1, 1),

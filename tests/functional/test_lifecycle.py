@@ -43,13 +43,18 @@ class Base:
         }
 
 
-def lock_file(project) -> str:
+def control_path(project, kind: str, suffix: str = "") -> str:
+    """The model's file under `<warehouse>/.dbt_streaming/<kind>/` (locks, refresh)."""
     return os.path.join(
         project.adapter.config.credentials.warehouse_path,
         ".dbt_streaming",
-        "locks",
-        f"{project.test_schema}.per_10min.lock",
+        kind,
+        f"{project.test_schema}.per_10min{suffix}",
     )
+
+
+def lock_file(project) -> str:
+    return control_path(project, "locks", ".lock")
 
 
 class TestLock(Base):
@@ -78,15 +83,6 @@ class TestLock(Base):
             )
         run_dbt(["run"])
         assert not os.path.exists(lock_file(project))
-
-
-def refresh_path(project) -> str:
-    return os.path.join(
-        project.adapter.config.credentials.warehouse_path,
-        ".dbt_streaming",
-        "refresh",
-        f"{project.test_schema}.per_10min",
-    )
 
 
 def dbt_subprocess(project, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
@@ -134,7 +130,7 @@ class TestFullRefreshCrashSafety(Base):
         _, out = run_dbt_and_capture(["run"])
         assert "finished a full refresh that was interrupted" in out
         assert rows(path) == new
-        assert not any(os.scandir(os.path.dirname(refresh_path(project)))), (
+        assert not any(os.scandir(os.path.dirname(control_path(project, "refresh")))), (
             "the old table is deleted from the build's place"
         )
         assert [r[:3] for r in new] == old and [r[3] for r in new] == [3]  # 08:00 window: 3 bids
