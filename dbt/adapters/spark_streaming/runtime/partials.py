@@ -103,22 +103,22 @@ def reranked(plan, spark, merged: pa.Table, table_path: str, name: str, rank) ->
     result = _step(plan, "final", spark.createDataFrame(rows), name)
     top = rank(plan, result, name).toArrow()
     if plan.upsert.keep_column is not None:  # RANK / DENSE_RANK: keyed by group, leavers deleted
-        top = _with_leavers(top, result, table_path, list(plan.upsert.unique_key), plan)
+        top = _with_leavers(top, result, table_path, plan.upsert)
     return top.append_column(RESTARTED_FLAG, pa.array([False] * top.num_rows, pa.bool_()))
 
 
-def _with_leavers(top: pa.Table, result, table_path: str, keys: list[str], plan) -> pa.Table:
+def _with_leavers(top: pa.Table, result, table_path: str, upsert) -> pa.Table:
     """`top` (the re-ranked top N, `__keep` true) and, with `__keep` false, the table's rows of
     the re-ranked groups (`result`) that are not in it any more: the sink deletes them."""
     if not is_delta(table_path):
         return top
+    keys, keep = list(upsert.unique_key), upsert.keep_column
     groups = result.select(*keys).toArrow()
     gone = set(key_tuples(groups, keys)) - set(key_tuples(top, keys))
     if not gone:
         return top
     current = rows_with_keys(DeltaTable(table_path), keys, groups)
     current = current.filter(pa.array([k in gone for k in key_tuples(current, keys)], pa.bool_()))
-    keep = plan.upsert.keep_column
     left = current.select([n for n in top.schema.names if n != keep])
     left = left.append_column(keep, pa.array([False] * left.num_rows, pa.bool_()))
     return pa.concat_tables([top, left.select(top.schema.names).cast(top.schema)])

@@ -177,16 +177,17 @@ def check_source_ids(identifier: str, streams: dict[str, str], previous: dict) -
     last batch read (commit metadata `source_ids`; commits without it are not checked)."""
     read = previous.get("source_ids") or {}
     for name, path in streams.items():
-        if name in read and table_id(path) != read[name]:
+        now = table_id(path) if name in read else None
+        if now is not None and now != read[name]:
             raise StreamingError(
                 "SSR327",
                 f"source {name} of {identifier} is another Delta table than the one it read",
-                f"its table id was {read[name]} and is {table_id(path)}: it was rebuilt (a "
+                f"its table id was {read[name]} and is {now}: it was rebuilt (a "
                 "`--full-refresh` of its model) or dropped and created again, so its versions "
                 "are a new history, and the checkpoint's positions, versions of the old one, "
                 "would skip or repeat rows",
                 f"Rebuild this model from the new history: {_full_refresh(identifier)}, or "
-                f"with its upstream in one go: `dbt run --full-refresh -s <upstream>+`.",
+                "with its upstream in one go: `dbt run --full-refresh -s <upstream>+`.",
             )
 
 
