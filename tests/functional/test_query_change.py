@@ -37,7 +37,10 @@ class TestQueryChange:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return {"totals.sql": HEAD.format(delay="1 minute") + MODEL}
+        return {
+            "totals.sql": HEAD.format(delay="1 minute") + MODEL,
+            "tests.yml": "models:\n  - {name: totals, data_tests: [snapshot_equivalence]}\n",
+        }
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
@@ -67,6 +70,9 @@ class TestQueryChange:
         _, log = run_dbt_and_capture(["run"])
         assert "class keeps_state (projection or filter after the stateful operator)" in log
         assert rows(out) == [(*w0, "A", 5.0), (*w0, "B", 4.0), (*w2, "b", 5.0)]
+        # the table is each query's rows in turn: the first's up to the change (upper case, no
+        # HAVING), the second's after it; snapshot_equivalence compares each with its own
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]
 
         # (b) changes of the state are refused before any stream starts, table untouched
         before = (DeltaTable(out).version(), rows(out))
@@ -96,3 +102,4 @@ class TestQueryChange:
         run_dbt(["run"])
         w3 = (ts("2020-04-15 08:30:00"), ts("2020-04-15 08:40:00"))
         assert rows(out) == [*before[1], (*w3, "c", 10.0)]
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]

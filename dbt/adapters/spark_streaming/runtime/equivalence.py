@@ -235,6 +235,38 @@ def _restarted_keys(spark, plan, target: str, version: int, columns: list[str]):
     return restarted.localCheckpoint() if restarted.limit(1).count() else None
 
 
+def _emitted(spark, catalog: Catalog, plan, batches: list[dict], prefix: str):
+    """What `plan`'s stream emitted over the input `batches` read, up to the last one's
+    watermark."""
+    bindings = bind_inputs(spark, catalog, plan, batches, {}, prefix)
+    return spark.sql(plan.emitted_sql(bindings, batches[-1]["watermark_ms"] * 1000))
+
+
+def _expected(spark, catalog: Catalog, target: str, plan, batches: list[dict], prefix: str):
+    """The batch query's rows for the table. A query changed in a way that kept the state
+    (runtime/changes.py) ran from the batch after the change on: an append-only table holds,
+    for each query in turn, what it emitted over its batches, less what it would have emitted
+    up to the change (the earlier query's rows). An upsert_table is compared with its last
+    query alone (a key's row is the last query's once the key is written again)."""
+    ends = [
+        i
+        for i, b in enumerate(batches)
+        if i + 1 == len(batches) or batches[i + 1]["fingerprint"] != b["fingerprint"]
+    ]
+    if len(ends) == 1 or plan.upsert is not None:
+        return _emitted(spark, catalog, plan, batches, f"{prefix}_in")
+    expected, start = None, 0
+    for n, end in enumerate(ends):
+        query = plan if end == ends[-1] else _plan(catalog, target, batches[end]["fingerprint"])
+        rows = _emitted(spark, catalog, query, batches[: end + 1], f"{prefix}_in{n}")
+        if start:
+            earlier = _emitted(spark, catalog, query, batches[:start], f"{prefix}_in{n}b")
+            rows = rows.exceptAll(earlier.select(rows.columns))
+        expected = rows if expected is None else expected.unionByName(rows)
+        start = end + 1
+    return expected
+
+
 def check(
     spark,
     catalog: Catalog,
@@ -255,9 +287,8 @@ def check(
     last = batches[-1]
     plan = _plan(catalog, target, last["fingerprint"])
     prefix = f"__dss_eq_{schema}_{identifier}"
-    bindings = bind_inputs(spark, catalog, plan, batches, {}, f"{prefix}_in")
     actual = spark.read.format(FORMAT).option("versionAsOf", version).load(target)
-    expected = spark.sql(plan.emitted_sql(bindings, last["watermark_ms"] * 1000))
+    expected = _expected(spark, catalog, target, plan, batches, prefix)
     if [f.name for f in expected.schema.fields] != actual.columns:
         raise StreamingError(
             "SST504",
