@@ -1,12 +1,18 @@
-"""The OVER operator's frame arithmetic (runtime/over.py), without Spark: rows are (time,
-arrival, row, (argument,)) as the operator holds them."""
+"""The OVER operator (runtime/over.py) without Spark: the unbounded frames' accumulators, and
+what the operator of a RANGE or ROWS frame outputs per call (the due rows after the kept rows
+their frames may reach), driven through a stand-in for Spark's GroupState."""
 
-from dbt.adapters.spark_streaming.runtime.over import _emit, _empty, _keep
+import pickle
+
+import pandas as pd
+
+from dbt.adapters.spark_streaming.runtime.over import _emit, _empty, _keep, _operator
+from dbt.adapters.spark_streaming.sql import compile_query
 from dbt.adapters.spark_streaming.sql.over import RANGE, ROWS, UNBOUNDED_RANGE, UNBOUNDED_ROWS
 
 
 def rows(*pairs, aggregates=1):
-    """Each aggregate's argument is the row's value."""
+    """(time, arrival, row, (argument,)) as the operator holds them; each argument the value."""
     return [(t, i, (t,), (v,) * aggregates) for i, (t, v) in enumerate(pairs)]
 
 
@@ -14,37 +20,105 @@ def sums(out):
     return [(r[0], res[0]) for r, res in out]
 
 
-def test_range_includes_peers_and_its_lower_bound():
-    ready = rows((0, 1), (5, 2), (5, 3), (12, 5), (15, 6))
-    assert sums(_emit(ready, [], None, RANGE, 10, ["sum"])) == [
-        (0, 1), (5, 6), (5, 6), (12, 10), (15, 16)
-    ]  # fmt: skip
-
-
-def test_range_continues_from_kept_rows():
-    first, second = rows((0, 1), (5, 2)), [(12, 9, (12,), (5,))]
-    kept = _keep(first, RANGE, 10)
-    assert sums(_emit(second, kept, None, RANGE, 10, ["sum"])) == [(12, 7)]
-    assert _keep(kept + second, RANGE, 10) == [first[1], second[0]]
-
-
-def test_rows_takes_the_last_n_and_count_skips_nulls():
-    ready = rows((1, 1), (2, None), (3, 3), (4, 4), aggregates=3)
-    out = _emit(ready, [], None, ROWS, 2, ["sum", "count", "avg"])
-    assert [res for _, res in out] == [[1, 1, 1.0], [1, 1, 1.0], [4, 2, 2.0], [7, 2, 3.5]]
-    assert _keep(ready, ROWS, 2) == ready[-2:] and _keep(ready, ROWS, 0) == []
-
-
 def test_unbounded_accumulates_across_calls():
     accs = [_empty(), _empty()]
-    out = _emit(rows((1, 4), (2, 2), aggregates=2), [], accs, UNBOUNDED_ROWS, None, ["min", "max"])
+    out = _emit(rows((1, 4), (2, 2), aggregates=2), accs, UNBOUNDED_ROWS, ["min", "max"])
     assert [res for _, res in out] == [[4, 4], [2, 4]]
-    out = _emit(rows((3, 7), aggregates=2), [], accs, UNBOUNDED_ROWS, None, ["min", "max"])
+    out = _emit(rows((3, 7), aggregates=2), accs, UNBOUNDED_ROWS, ["min", "max"])
     assert [res for _, res in out] == [[2, 7]]
 
 
 def test_unbounded_range_gives_peers_the_same_result():
-    out = _emit(rows((1, 1), (2, 2), (2, 3)), [], [_empty()], UNBOUNDED_RANGE, None, ["sum"])
+    out = _emit(rows((1, 1), (2, 2), (2, 3)), [_empty()], UNBOUNDED_RANGE, ["sum"])
     assert sums(out) == [(1, 1), (2, 6), (2, 6)]
-    nan = _emit(rows((1, float("nan"))), [], [_empty()], UNBOUNDED_ROWS, None, ["sum"])
+    nan = _emit(rows((1, float("nan"))), [_empty()], UNBOUNDED_ROWS, ["sum"])
     assert sums(nan) == [(1, None)]  # pandas gives a NULL double as NaN
+
+
+def test_keep_holds_what_later_frames_reach():
+    held = rows((0, 1), (5, 2), (12, 5))
+    assert _keep(held, RANGE, 10) == held[1:]  # 12 - 10 = 2: the row at 0 leaves
+    assert _keep(held, ROWS, 2) == held[-2:] and _keep(held, ROWS, 0) == []
+
+
+class State:
+    """Spark's GroupState, as much of it as the operator uses."""
+
+    def __init__(self, watermark_ms: int):
+        self.watermark_ms, self.value, self.timeout = watermark_ms, None, None
+
+    def getCurrentWatermarkMs(self):
+        return self.watermark_ms
+
+    @property
+    def exists(self):
+        return self.value is not None
+
+    @property
+    def get(self):
+        return self.value
+
+    def update(self, value):
+        self.value = value
+
+    def remove(self):
+        self.value = None
+
+    def setTimeoutTimestamp(self, ms):
+        self.timeout = ms
+
+
+def framed(frame: str):
+    schemas = {"a.ev": {"ts": "timestamp", "k": "string", "v": "int"}}
+    plan = compile_query(
+        f"SELECT k, ts, STDDEV(v) OVER (PARTITION BY k ORDER BY ts {frame}) AS s FROM a.ev",
+        schemas=schemas,
+        watermark_delay="1 second",
+    )
+    names = ["__dss_p0", "__dss_time_us", "__dss_event_time", "__dss_c0", "__dss_a4"]
+    assert plan.spark_sql.startswith("SELECT k AS __dss_p0"), plan.spark_sql
+    return plan.over, names
+
+
+def call(operator, state, events):
+    """One call with (time in ms, value) events of key 'a'; its output as (time ms, value, seq,
+    emit) rows."""
+    pdf = pd.DataFrame(
+        [("a", t * 1000, None, "a", v) for t, v in events],
+        columns=["__dss_p0", "__dss_time_us", "__dss_event_time", "__dss_c0", "__dss_a4"],
+    )
+    out = list(operator(("a",), iter([pdf]), state))
+    if not out:
+        return []
+    return [(r[1] // 1000, r[4], r[5], r[6]) for r in out[0].itertuples(index=False, name=None)]
+
+
+def test_a_range_frame_outputs_due_rows_after_the_kept_rows_they_reach():
+    spec, names = framed("RANGE BETWEEN INTERVAL '10' SECOND PRECEDING AND CURRENT ROW")
+    assert spec.frame_items[-1] == "__dss_emit"
+    assert "RANGE BETWEEN 10000000 PRECEDING" in spec.frame_items[2]
+    operator = _operator(spec, [*names, "__dss_seq", "__dss_emit"], framed=True)
+    state = State(watermark_ms=0)
+    assert call(operator, state, [(5000, 2), (1000, 1), (30000, 9)]) == []  # none due
+    assert state.timeout == 999  # the earliest pending row's time, less one ms
+    state.watermark_ms = 12000
+    assert call(operator, state, [(12000, 3)]) == [
+        (1000, 1, 1, True), (5000, 2, 0, True), (12000, 3, 3, True),
+    ]  # fmt: skip
+    state.watermark_ms = 30000
+    # the kept rows go with the due one; its frame (from 20 s) leaves them out
+    assert call(operator, state, []) == [(5000, 2, 0, False), (12000, 3, 3, False),
+                                         (30000, 9, 2, True)]  # fmt: skip
+    pending, kept, _, _ = pickle.loads(state.get[0])
+    assert pending == [] and [r[0] for r in kept] == [30_000_000]
+
+
+def test_a_rows_frame_keeps_the_last_n_rows():
+    spec, names = framed("ROWS BETWEEN 1 PRECEDING AND CURRENT ROW")
+    assert "ORDER BY __dss_time_us NULLS LAST, __dss_seq" in spec.frame_items[2]
+    operator = _operator(spec, [*names, "__dss_seq", "__dss_emit"], framed=True)
+    state = State(watermark_ms=10000)
+    assert call(operator, state, [(2000, 2), (1000, 1)]) == [(1000, 1, 1, True),
+                                                              (2000, 2, 0, True)]  # fmt: skip
+    state.watermark_ms = 20000
+    assert call(operator, state, [(15000, 5)]) == [(2000, 2, 0, False), (15000, 5, 2, True)]

@@ -91,6 +91,14 @@ EXAMPLES = {
         "SELECT item, SUM(price) OVER (PARTITION BY item ORDER BY bidtime "
         "ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS s FROM a.bids"
     ),
+    "OVER any aggregate over a RANGE / ROWS frame (STDDEV, COUNT(DISTINCT), PERCENTILE, ...)": (
+        "SELECT item, STDDEV(price) OVER w AS sd, COUNT(DISTINCT supplier) OVER w AS n, "
+        "PERCENTILE(price, 0.9) OVER w AS p90 FROM a.bids "
+        "WINDOW w AS (PARTITION BY item ORDER BY bidtime RANGE INTERVAL '10' MINUTE PRECEDING)"
+    ),
+    "OVER an aggregate other than SUM, COUNT, MIN, MAX, AVG over an UNBOUNDED frame": (
+        "SELECT item, STDDEV(price) OVER (PARTITION BY item ORDER BY bidtime) AS s FROM a.bids"
+    ),
     "OVER ordered by a non-time column, or a FOLLOWING frame": (
         "SELECT item, SUM(price) OVER (PARTITION BY item ORDER BY price) AS s FROM a.bids"
     ),

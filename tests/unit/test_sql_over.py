@@ -90,8 +90,10 @@ def test_the_frame_is_in_the_fingerprint():
         ("SUM(units) OVER (ORDER BY rowtime RANGE 5 PRECEDING)", "SSV171", "RANGE"),
         ("SUM(units) OVER (ORDER BY rowtime ROWS INTERVAL '1' MINUTE PRECEDING)", "SSV171", ""),
         ("SUM(units) OVER (ORDER BY rowtime) + 1", "SSV172", "inside an expression"),
-        ("STDDEV(units) OVER (ORDER BY rowtime)", "SSV172", "only SUM, COUNT"),
-        ("COUNT(DISTINCT units) OVER (ORDER BY rowtime)", "SSV172", "without DISTINCT"),
+        ("STDDEV(units) OVER (ORDER BY rowtime)", "SSV171", "every row of the partition"),
+        ("COUNT(DISTINCT units) OVER (ORDER BY rowtime)", "SSV171", "unbounded frame"),
+        ("SUM(DISTINCT units) OVER (ORDER BY rowtime ROWS 2 PRECEDING)", "SSV172", "DISTINCT"),
+        ("LAG(units) OVER (ORDER BY rowtime ROWS 1 PRECEDING)", "SSV172", "LAG and LEAD"),
         (
             "SUM(units) OVER (ORDER BY rowtime), MAX(units) OVER (ORDER BY rowtime ROWS 1 "
             "PRECEDING)",
@@ -228,3 +230,31 @@ def test_an_unbounded_ranking_over_an_aggregate_is_its_own_error(materialization
             materialization,
         )
     assert info.value.code == "SSV174" and "WHERE r <= N" in str(info.value)
+
+
+def test_any_aggregate_over_a_bounded_frame():
+    """Spark evaluates them over the frame's rows in each micro-batch (OverSpec.frame_items);
+    COUNT(DISTINCT x) as SIZE(COLLECT_SET(x)), in the oracle too."""
+    p = plan(
+        "SELECT product, STDDEV_POP(units) OVER w AS sd, COUNT(DISTINCT units % 3) OVER w AS n, "
+        "PERCENTILE(units * 2, 0.5) OVER w AS `p 50`, COUNT(*) OVER w AS c FROM a.orders "
+        "WINDOW w AS (PARTITION BY product ORDER BY rowtime ROWS 3 PRECEDING)"
+    )
+    window = (
+        "OVER (PARTITION BY __dss_p0 ORDER BY __dss_time_us NULLS LAST, __dss_seq NULLS LAST "
+        "ROWS BETWEEN 3 PRECEDING AND CURRENT ROW)"
+    )
+    assert p.over.frame_items == (
+        "__dss_c0 AS `product`",
+        f"STDDEV_POP(__dss_a4) {window} AS `sd`",
+        f"SIZE(COLLECT_SET(__dss_a5) {window}) AS `n`",
+        f"PERCENTILE(__dss_a6, 0.5) {window} AS `p 50`",
+        f"COUNT(*) {window} AS `c`",
+        "__dss_emit",
+    )
+    assert "units AS __dss_a4, units % 3 AS __dss_a5, units * 2 AS __dss_a6 FROM" in p.spark_sql
+    oracle = p.emitted_sql({"a.orders": "v"}, 0)
+    assert "SIZE(COLLECT_SET(units % 3) OVER (PARTITION BY product" in oracle
+    assert "COUNT(DISTINCT" not in oracle
+    unbounded = plan("SELECT SUM(units) OVER (ORDER BY rowtime) AS s FROM a.orders")
+    assert unbounded.over.frame_items == () and unbounded.over.aggregates[0].function == "sum"

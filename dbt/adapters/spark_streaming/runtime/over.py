@@ -19,45 +19,68 @@ Per partition key the state is one pickled record: the rows not yet emitted (``p
 the emitted rows still inside the frame (``kept``: RANGE, the rows within the interval of the
 latest emitted time; ROWS, the last n) and, for UNBOUNDED frames, one accumulator per
 aggregate. When the operator is called (new rows, or the timer fired), the rows at or below
-the watermark are emitted in time order (arrival order among equal times), each with its
-frame's aggregates; RANGE peers (equal time) are all in each other's frames. The timer is set
-for the earliest pending row (it fires once the watermark reaches it) or, for RANGE with
-nothing pending, for when the kept rows leave every future frame (then the state goes).
-The frames' aggregates are computed in Python per emitted row (O(frame) per row for RANGE and
-ROWS; O(1) for UNBOUNDED).
+the watermark are due, in time order (arrival order among equal times). The timer is set for
+the earliest pending row (it fires once the watermark reaches it) or, for RANGE with nothing
+pending, for when the kept rows leave every future frame (then the state goes).
+
+- A RANGE or ROWS frame: the operator outputs the due rows (EMIT true) after the kept rows
+  (EMIT false), each with its arrival number SEQ; the micro-batch then evaluates each aggregate
+  as a Spark window function over them (sql/over.py OverSpec.frame_items) and keeps the due
+  rows. So any aggregate Spark has runs over the frame, as Spark computes it in batch; a
+  key's rows are in one call, so each due row's frame is among them.
+- An UNBOUNDED frame: the operator keeps one accumulator per aggregate (SUM, COUNT, MIN, MAX,
+  AVG) and outputs the result rows itself; RANGE peers (equal time) share one result.
 """
 
 from __future__ import annotations
 
 import math
 import pickle
-from typing import Any, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
-from ..sql.over import RANGE, ROWS, TIME, UNBOUNDED_RANGE, OverSpec
+from ..sql.over import EMIT, RANGE, ROWS, SEQ, TIME, UNBOUNDED_RANGE, OverSpec
 
 STATE_SCHEMA = "state binary"
 
 
-def over_dataframe(df, spec: OverSpec, output_schema):
+def over_dataframe(df, spec: OverSpec, output_schema) -> Tuple[Any, Optional[Callable], Any]:
     """The OVER aggregation of the input rows ``df`` (sql/over.py's input query), with the
-    result columns ``output_schema`` (the batch query's own schema)."""
+    result columns ``output_schema`` (the batch query's own schema): the streaming DataFrame,
+    the function that turns each of its micro-batches into result rows (None for an unbounded
+    frame: the stream's rows are the results), and the results' schema."""
     from pyspark.sql.streaming.state import GroupStateTimeout
-    from pyspark.sql.types import StructField, StructType
+    from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-    schema = StructType([StructField(f.name, f.dataType, True) for f in output_schema.fields])
-    return df.groupBy(*spec.keys).applyInPandasWithState(
-        _operator(spec, [f.name for f in schema.fields]),
-        schema,
-        STATE_SCHEMA,
-        "append",
-        GroupStateTimeout.EventTimeTimeout,
+    result = StructType([StructField(f.name, f.dataType, True) for f in output_schema.fields])
+    timeout = GroupStateTimeout.EventTimeTimeout
+    if not spec.frame_items:
+        operator = _operator(spec, result.fieldNames(), framed=False)
+        stream = df.groupBy(*spec.keys).applyInPandasWithState(
+            operator, result, STATE_SCHEMA, "append", timeout
+        )
+        return stream, None, result
+    rows = StructType(
+        [StructField(f.name, f.dataType, True) for f in df.schema.fields]
+        + [StructField(SEQ, LongType(), True), StructField(EMIT, BooleanType(), True)]
+    )
+    operator = _operator(spec, rows.fieldNames(), framed=True)
+    stream = df.groupBy(*spec.keys).applyInPandasWithState(
+        operator, rows, STATE_SCHEMA, "append", timeout
     )
 
+    def results(batch):
+        return batch.selectExpr(*spec.frame_items).where(EMIT).drop(EMIT).to(result)
 
-def _operator(spec: OverSpec, names: List[str]):
+    results(df.sparkSession.createDataFrame([], rows))  # analysed before any stream starts
+    return stream, results, result
+
+
+def _operator(spec: OverSpec, names: List[str], framed: bool):
+    """The function of applyInPandasWithState: ``names`` are its output columns (framed: the
+    input's columns, SEQ and EMIT)."""
     frame, preceding = spec.frame, spec.preceding
-    columns = [c for _, c in spec.outputs if isinstance(c, str)]
-    args = [a.arg for a in spec.aggregates]
+    columns = names[:-2] if framed else [c for _, c in spec.outputs if isinstance(c, str)]
+    args = [] if framed else [a.arg for a in spec.aggregates]
     functions = [a.function for a in spec.aggregates]
 
     def run(key, pdfs, state) -> Iterator[Any]:
@@ -72,16 +95,19 @@ def _operator(spec: OverSpec, names: List[str]):
         held = pickle.loads(state.get[0]) if state.exists else None
         pending, kept, accs, seq = held or ([], [], [_empty() for _ in functions], 0)
         for pdf in pdfs:
-            times = pdf[TIME].tolist()
             values = [pdf[c].tolist() for c in columns]
             arg_values = [pdf[a].tolist() if a else [1] * len(pdf) for a in args]
-            for i, t in enumerate(times):
+            for i, t in enumerate(pdf[TIME].tolist()):
                 row = tuple(v[i] for v in values)
                 pending.append((t, seq, row, tuple(v[i] for v in arg_values)))
                 seq += 1
         ready = sorted(r for r in pending if r[0] <= watermark)
         pending = [r for r in pending if r[0] > watermark]
-        rows = _emit(ready, kept, accs, frame, preceding, functions) if ready else []
+        if framed:
+            out = [(*r[2], r[1], False) for r in kept] + [(*r[2], r[1], True) for r in ready]
+        else:
+            out = [_result_row(spec, columns, r, results) for r, results in
+                   (_emit(ready, accs, frame, functions) if ready else [])]  # fmt: skip
         if ready:
             kept = _keep(kept + ready, frame, preceding)
         if frame == RANGE:  # rows after the watermark cannot reach further back than this
@@ -97,15 +123,18 @@ def _operator(spec: OverSpec, names: List[str]):
             state.remove()
         else:
             state.update((pickle.dumps((pending, kept, accs, seq)),))
-        if rows:
-            out = {n: [] for n in names}
-            for row, results in rows:
-                for (_, ref), n in zip(spec.outputs, names, strict=True):
-                    value = row[2][columns.index(ref)] if isinstance(ref, str) else results[ref]
-                    out[n].append(value)
-            yield pd.DataFrame(out, columns=names)
+        if ready:
+            yield pd.DataFrame.from_records(out, columns=names)
 
     return run
+
+
+def _result_row(spec: OverSpec, columns: List[str], row: tuple, results: list) -> tuple:
+    """An unbounded frame's output row: its columns in ``spec.outputs``'s order."""
+    return tuple(
+        row[2][columns.index(ref)] if isinstance(ref, str) else results[ref]
+        for _, ref in spec.outputs
+    )
 
 
 def _empty() -> list:
@@ -130,27 +159,10 @@ def _result(acc: list, function: str) -> Any:
     return {"sum": total, "min": low, "max": high}[function]
 
 
-def _emit(ready, kept, accs, frame, preceding, functions):
-    """(row, [aggregate results]) for each row of ``ready`` (sorted), in order."""
+def _emit(ready, accs, frame, functions):
+    """(row, [aggregate results]) for each row of ``ready`` (sorted), in order, over an unbounded
+    frame: the accumulators ``accs`` take each row in turn (RANGE: all peers first)."""
     out = []
-    if frame in (RANGE, ROWS):
-        rows = kept + ready
-        times = [r[0] for r in rows]
-        for i in range(len(kept), len(rows)):
-            t = times[i]
-            if frame == RANGE:
-                lo = _first_at_or_after(times, t - preceding)
-                hi = _last_at(times, t, i)
-            else:
-                lo, hi = max(0, i - preceding), i
-            results = []
-            for j, function in enumerate(functions):
-                acc = _empty()
-                for r in rows[lo : hi + 1]:
-                    _add(acc, r[3][j])
-                results.append(_result(acc, function))
-            out.append((rows[i], results))
-        return out
     i = 0
     while i < len(ready):
         end = i + 1
@@ -164,18 +176,6 @@ def _emit(ready, kept, accs, frame, preceding, functions):
         out.extend((r, results) for r in ready[i:end])
         i = end
     return out
-
-
-def _first_at_or_after(times: List[int], t: int) -> int:
-    import bisect
-
-    return bisect.bisect_left(times, t)
-
-
-def _last_at(times: List[int], t: int, i: int) -> int:
-    import bisect
-
-    return max(i, bisect.bisect_right(times, t) - 1)
 
 
 def _keep(rows: list, frame: str, preceding: Optional[int]) -> list:

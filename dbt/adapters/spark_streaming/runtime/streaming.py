@@ -185,8 +185,8 @@ def _run(
     admission.check_start(options, streams, places.checkpoint)
     if interval is None and _nothing_to_run(model, plan, places, options):
         return _nothing_new(model, plan, places, previous, started)
-    df = _plan_dataframe(spark, model, plan, places, options)
-    sink = ModelSink(spark, model, plan, places, df.schema, started, monitor)
+    df, results, schema = _plan_dataframe(spark, model, plan, places, options)
+    sink = ModelSink(spark, model, plan, places, schema, started, monitor)
     if not places.rebuild:
         preflight.check_columns(model.identifier, places.build, sink.arrow_schema)
     if places.rebuild:
@@ -196,7 +196,8 @@ def _run(
     if closing is not None:  # a crash after a batch's commit, before Spark planned this one
         logger.info(f"{model.name}: batch {closing} emits what the restored watermark closed")
     expected = None if monitor else progress.expected_batches(streams, places.checkpoint, options)
-    query = _start(df, model, plan, places, sink, interval)
+    write = sink if results is None else lambda batch, batch_id: sink(results(batch), batch_id)
+    query = _start(df, model, plan, places, write, interval)
     _wait(query, model, places, monitor, expected)
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
 
@@ -315,7 +316,8 @@ def _check_state(
 def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options: dict):
     """The model's streaming DataFrame: each source bound as a temp view (a stream read with
     the admission `options`, or for a dimension a table read at its latest version), the plan's
-    Spark SQL over them."""
+    Spark SQL over them; with the function that makes each micro-batch of it the rows to write
+    (None: its rows are; see runtime/over.py), and their schema."""
     from pyspark.errors import PySparkException
 
     dimensions = _dimensions(model, plan)
@@ -330,11 +332,11 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options:
         bindings[name] = view
     try:
         df = spark.sql(plan.sql_for(bindings))
-        if plan.over is not None:  # an OVER aggregation: our operator (runtime/over.py)
-            from .over import over_dataframe
+        if plan.over is None:
+            return df, None, df.schema
+        from .over import over_dataframe  # an OVER aggregation: our operator
 
-            df = over_dataframe(df, plan.over, spark.sql(plan.over_sql_for(bindings)).schema)
-        return df
+        return over_dataframe(df, plan.over, spark.sql(plan.over_sql_for(bindings)).schema)
     except PySparkException as exc:
         raise StreamingError(
             "SSR303",
@@ -352,8 +354,9 @@ def _dimensions(model: StreamingModel, plan) -> set[str]:
     return {s for s in plan.sources for w in wanted if w in (s, s.rpartition(".")[2])}
 
 
-def _start(df, model: StreamingModel, plan, places: Places, sink: ModelSink, interval):
-    """Start the query: its micro-batches go to `sink`, its progress to the checkpoint."""
+def _start(df, model: StreamingModel, plan, places: Places, sink, interval):
+    """Start the query: its micro-batches go to `sink` (a ModelSink, or a function that hands
+    them to one), its progress to the checkpoint."""
     from pyspark.errors import PySparkException
 
     trigger = {"processingTime": interval} if interval else {"availableNow": True}

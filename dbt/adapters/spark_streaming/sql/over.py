@@ -10,13 +10,16 @@ streaming OVER operator, so runtime/over.py runs it as a stateful operator over 
 ``input_sql``, one output row per input row once the watermark passes the row's time.
 
 The shape: one SELECT over one source table (optionally filtered by WHERE), each item either
-free of window functions or exactly ``<agg>(<expr>) OVER <window>`` (SUM, COUNT, MIN, MAX,
-AVG; ``COUNT(*)``), all over the same window, inline or named (``WINDOW w AS (...)``). The
-window's ORDER BY is one TIMESTAMP column of the source, ascending: it becomes the stream's
-event time (watermarked by ``watermark_delay``). Frames: ``RANGE BETWEEN <interval>
-PRECEDING AND CURRENT ROW``, ``ROWS BETWEEN <n> PRECEDING AND CURRENT ROW``, ``ROWS|RANGE
-UNBOUNDED PRECEDING`` (also spelt ``BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW``, or no frame:
-RANGE UNBOUNDED, the SQL default), and the one-bound short forms of all three.
+free of window functions or exactly ``<aggregate>(...) OVER <window>``, all over the same window,
+inline or named (``WINDOW w AS (...)``). The window's ORDER BY is one TIMESTAMP column of the
+source, ascending: it becomes the stream's event time (watermarked by ``watermark_delay``).
+Frames: ``RANGE BETWEEN <interval> PRECEDING AND CURRENT ROW``, ``ROWS BETWEEN <n> PRECEDING
+AND CURRENT ROW``, ``ROWS|RANGE UNBOUNDED PRECEDING`` (also spelt ``BETWEEN UNBOUNDED PRECEDING
+AND CURRENT ROW``, or no frame: RANGE UNBOUNDED, the SQL default), and the one-bound short forms
+of all three. Over a RANGE or ROWS frame any aggregate runs, as in a window aggregate (Spark
+evaluates it over the frame's rows in each micro-batch; COUNT(DISTINCT x) as
+SIZE(COLLECT_SET(x))); an unbounded frame keeps one running accumulator per partition, which
+SUM, COUNT, MIN, MAX and AVG have.
 
 Codes: SSV170 ORDER BY not the event time ascending; SSV171 a frame that cannot run on a
 stream; SSV172 a shape outside the one above; SSV173 an OVER aggregation as upsert_table;
@@ -25,7 +28,7 @@ SSV174 a ranking without a bound (no Top-N).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from sqlglot import exp
@@ -41,9 +44,13 @@ ROWS = "rows"  # ROWS BETWEEN <n> PRECEDING AND CURRENT ROW
 UNBOUNDED_RANGE = "unbounded_range"  # RANGE UNBOUNDED PRECEDING (peers included)
 UNBOUNDED_ROWS = "unbounded_rows"  # ROWS UNBOUNDED PRECEDING
 
-FUNCTIONS = {exp.Sum: "sum", exp.Count: "count", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
+# the aggregates with a running accumulator (runtime/over.py), for unbounded frames
+RUNNING = {exp.Sum: "sum", exp.Count: "count", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
+OFFSET_FUNCTIONS = (exp.Lag, exp.Lead)  # sqlglot's AggFuncs, but frames do not apply to them
 TIME = "__dss_time_us"  # the input's event time, microseconds since the epoch (bigint)
 EVENT_TIME = "__dss_event_time"  # the input's event time (the watermarked timestamp)
+SEQ = "__dss_seq"  # a row's arrival order in its partition (the operator's output, bounded frames)
+EMIT = "__dss_emit"  # true for a row to emit, false for a kept row that is only in frames
 KEY = "__dss_p{}"
 COLUMN = "__dss_c{}"
 ARG = "__dss_a{}"
@@ -51,9 +58,11 @@ ARG = "__dss_a{}"
 
 @dataclass(frozen=True)
 class OverAggregate:
-    """One ``<function>(<arg>) OVER w`` item: ``arg`` is an input column (None: COUNT(*))."""
+    """One ``<aggregate> OVER w`` item, for an unbounded frame's running accumulator: ``function``
+    (a RUNNING name) of the input column ``arg`` (None: COUNT(*)). Over a bounded frame Spark
+    evaluates the items of OverSpec.frame_items instead."""
 
-    function: str
+    function: Optional[str]
     arg: Optional[str]
 
 
@@ -67,7 +76,9 @@ class OverSpec:
     for ROWS, None unbounded). ``outputs`` lists the result columns in order: (name, input
     column) for a non-window item (EVENT_TIME for the time column itself), (name, index into
     ``aggregates``) for an aggregate. ``time_column`` is the source's event-time column (for
-    the oracle)."""
+    the oracle). ``frame_items`` (bounded frames) are the Spark SQL select items that give the
+    result columns from the operator's output rows in a micro-batch: each aggregate over the
+    frame as a Spark window over TIME (RANGE) or TIME, SEQ (ROWS), then EMIT."""
 
     keys: Tuple[str, ...]
     frame: str
@@ -75,6 +86,7 @@ class OverSpec:
     aggregates: Tuple[OverAggregate, ...]
     outputs: Tuple[Tuple[str, object], ...]
     time_column: str
+    frame_items: Tuple[str, ...] = ()
 
 
 def _error(code: str, what: str, why: str, fix: str, node: Optional[exp.Expr]) -> SqlError:
@@ -82,15 +94,15 @@ def _error(code: str, what: str, why: str, fix: str, node: Optional[exp.Expr]) -
 
 
 def over_windows(tree: exp.Expr) -> List[exp.Window]:
-    """The OVER clauses applying SUM, COUNT, MIN, MAX or AVG in the items of the outer SELECT
-    of ``tree`` (others, and those in subqueries, are refused as SSV108 by the compiler)."""
+    """The OVER clauses applying an aggregate in the items of the outer SELECT of ``tree``
+    (others, and those in subqueries, are refused as SSV108 by the compiler)."""
     if not isinstance(tree, exp.Select):
         return []
     return [
         node
         for item in tree.expressions
         for node in item.find_all(exp.Window)
-        if type(node.this) in FUNCTIONS or isinstance(node.this, exp.AggFunc)
+        if isinstance(node.this, exp.AggFunc)
     ]
 
 
@@ -100,7 +112,7 @@ def _shape_error(what: str, node: Optional[exp.Expr]) -> SqlError:
         what,
         "an OVER aggregation runs as one stateful operator over the rows of one source: one "
         "SELECT over one table (WHERE allowed), each item either without OVER or exactly "
-        "<SUM|COUNT|MIN|MAX|AVG>(<expr>) OVER <window>, all over the same window",
+        "<aggregate>(...) OVER <window>, all over the same window",
         "Compute other expressions in a downstream model that reads this one, and split "
         "different windows into separate models.",
         node,
@@ -324,28 +336,19 @@ def analyse_over(
     )
     projections.append(exp.alias_(col.copy(), EVENT_TIME))
     aggregates: List[OverAggregate] = []
+    calls: List[exp.Expr] = []  # each aggregate over the operator's columns
     outputs: List[Tuple[str, object]] = []
     by_id: Dict[int, exp.Window] = {id(w): w for w in windows}
     for i, item in enumerate(select.expressions):
         inner = item.this if isinstance(item, exp.Alias) else item
         name = item.alias_or_name
         if isinstance(inner, exp.Window) and id(inner) in by_id:
-            agg = inner.this
-            function = next((f for t, f in FUNCTIONS.items() if type(agg) is t), None)
-            if function is None or isinstance(agg.this, exp.Distinct):
-                raise _shape_error(
-                    f"{agg.sql()} OVER: only SUM, COUNT, MIN, MAX and AVG (without DISTINCT) "
-                    "run as OVER aggregations",
-                    agg,
-                )
             if not name or not isinstance(item, exp.Alias):
                 raise _shape_error(f"{inner.sql()} has no name", item)
-            arg: Optional[str] = None
-            if not isinstance(agg.this, exp.Star):
-                arg = ARG.format(len(aggregates))
-                projections.append(exp.alias_(agg.this.copy(), arg))
+            aggregate, call = _aggregate(inner.this, frame, projections)
             outputs.append((name, len(aggregates)))
-            aggregates.append(OverAggregate(function, arg))
+            aggregates.append(aggregate)
+            calls.append(call)
             continue
         if any(isinstance(n, exp.Window) for n in item.find_all(exp.Window)):
             raise _shape_error(f"an OVER aggregate inside an expression ({item.sql()})", item)
@@ -372,14 +375,110 @@ def analyse_over(
     body = exp.Select(expressions=projections).from_(source_node)
     if select.args.get("where") is not None:
         body.set("where", select.args["where"].copy())
-    return OverSpec(
+    for w in windows:  # the oracle's (Spark has no DISTINCT window function)
+        distinct_count = _distinct_count(w.this)
+        if distinct_count is not None:
+            w.replace(_size_of_set(w.copy(), distinct_count))
+    spec = OverSpec(
         keys=tuple(keys),
         frame=frame,
         preceding=preceding,
         aggregates=tuple(aggregates),
         outputs=tuple(outputs),
         time_column=time_name,
-    ), body
+    )
+    if frame in (RANGE, ROWS):
+        spec = replace(spec, frame_items=_frame_items(spec, calls))
+    return spec, body
+
+
+def _distinct_count(agg: exp.Expr) -> Optional[exp.Expr]:
+    """x of ``COUNT(DISTINCT x)``, else None."""
+    distinct = agg.this if isinstance(agg, exp.Count) else None
+    if isinstance(distinct, exp.Distinct) and len(distinct.expressions) == 1:
+        return distinct.expressions[0]
+    return None
+
+
+def _size_of_set(window: exp.Window, values: exp.Expr) -> exp.Expr:
+    """``COUNT(DISTINCT x) OVER w`` as ``SIZE(COLLECT_SET(x) OVER w)``, as window aggregates
+    run it (sql/rewrite.py rewrite_distinct_counts): the same value, both ignore NULLs."""
+    window.set("this", exp.Anonymous(this="collect_set", expressions=[values.copy()]))
+    return exp.Anonymous(this="size", expressions=[window])
+
+
+def _aggregate(
+    agg: exp.AggFunc, frame: str, projections: List[exp.Expr]
+) -> Tuple[OverAggregate, exp.Expr]:
+    """The aggregate of one ``<agg> OVER w`` item, and ``agg`` over the operator's columns: each
+    of its arguments that reads a column (and its first, unless ``*``) becomes an input column,
+    appended to ``projections``."""
+    if isinstance(agg, OFFSET_FUNCTIONS):
+        raise _shape_error(
+            f"{agg.sql()} OVER: LAG and LEAD take no frame; an OVER aggregation applies an "
+            "aggregate to its frame (FIRST_VALUE(x) OVER (... ROWS 1 PRECEDING) is the "
+            "previous row's x where the frame has two rows)",
+            agg,
+        )
+    values = _distinct_count(agg)
+    if isinstance(agg.this, exp.Distinct) and values is None:
+        raise _shape_error(
+            f"{agg.sql()} OVER: of the DISTINCT aggregates COUNT(DISTINCT <one expression>) "
+            "runs, as in window aggregates",
+            agg,
+        )
+    function = RUNNING.get(type(agg)) if values is None else None
+    if frame in (UNBOUNDED_RANGE, UNBOUNDED_ROWS) and function is None:
+        raise _error(
+            "SSV171",
+            f"{agg.sql()} OVER an unbounded frame",
+            "an unbounded frame keeps one running accumulator per partition instead of its "
+            "rows, and SUM, COUNT, MIN, MAX and AVG are the aggregates that have one; "
+            f"{agg.sql()} would need every row of the partition's history",
+            "Use a RANGE BETWEEN <interval> PRECEDING or ROWS BETWEEN <n> PRECEDING frame "
+            "(any aggregate runs over those), or a window aggregate (TUMBLE, CUMULATE).",
+            agg,
+        )
+    call = exp.Anonymous(this="collect_set", expressions=[values.copy()]) if values else agg.copy()
+    arg: Optional[str] = None
+    for i, child in enumerate(list(call.iter_expressions())):
+        if isinstance(child, exp.Star) or (i and child.find(exp.Column) is None):
+            continue  # COUNT(*), and constant arguments (PERCENTILE(x, 0.5)) stay as they are
+        name = ARG.format(len(projections))
+        projections.append(exp.alias_(child.copy(), name))
+        child.replace(exp.column(name))
+        arg = arg or name
+    if values is not None:
+        call = exp.Anonymous(this="size", expressions=[call])
+    return OverAggregate(function, arg), call
+
+
+def _frame_items(spec: OverSpec, calls: List[exp.Expr]) -> Tuple[str, ...]:
+    """OverSpec.frame_items of a RANGE or ROWS frame."""
+    order = [TIME] if spec.frame == RANGE else [TIME, SEQ]
+    items: List[exp.Expr] = []
+    for name, ref in spec.outputs:
+        if isinstance(ref, str):
+            items.append(exp.alias_(exp.column(ref), name, quoted=True))
+            continue
+        assert isinstance(ref, int)
+        call = calls[ref].copy()  # an aggregate, or SIZE(COLLECT_SET(...))
+        sized = not isinstance(call, exp.AggFunc)
+        window = exp.Window(
+            this=call.expressions[0] if sized else call,
+            partition_by=[exp.column(k) for k in spec.keys],
+            order=exp.Order(expressions=[exp.Ordered(this=exp.column(c)) for c in order]),
+            spec=exp.WindowSpec(
+                kind="RANGE" if spec.frame == RANGE else "ROWS",
+                start=exp.Literal.number(spec.preceding),
+                start_side="PRECEDING",
+                end="CURRENT ROW",
+            ),
+        )
+        item = exp.Anonymous(this="size", expressions=[window]) if sized else window
+        items.append(exp.alias_(item, name, quoted=True))
+    items.append(exp.column(EMIT))
+    return tuple(i.sql(dialect="spark") for i in items)
 
 
 def _not_late(time: exp.Expr) -> exp.Expr:
