@@ -89,6 +89,8 @@ def test_snapshot_offsets_say_their_order_and_old_ones_keep_path_order():
     assert [f.path for f in between(Position(0, 0, True), Position(0), lookup)] == ["a", "b"]
     # an old offset after "a" (path order) goes on with b and c
     assert [f.path for f in between(Position(0, 0, BY_PATH), Position(0), lookup)] == ["b", "c"]
+    # ... and a first batch that an old offset ends (a replay, or the oracle) read "a" alone
+    assert [f.path for f in between(ORIGIN, Position(0, 0, BY_PATH), lookup)] == ["a"]
 
 
 def test_a_version_splits_and_batches_cross_versions():

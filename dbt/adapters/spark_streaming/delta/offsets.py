@@ -141,6 +141,8 @@ def between(start: Position, end: Position, files: Files) -> list:
     if end.key <= start.key:
         return []
     version, index, snapshot = _cursor(start, end.version)
+    if start.is_origin and end.snapshot:  # the first batch ends inside the snapshot: its order
+        snapshot = end.snapshot  # (BY_PATH for an offset written before the time order)
     out: list = []
     while version <= end.version:
         entries = files(version, snapshot)
