@@ -2,9 +2,12 @@
 what the operator of a RANGE or ROWS frame outputs per call (the due rows after the kept rows
 their frames may reach), driven through a stand-in for Spark's GroupState."""
 
+import math
 import pickle
+from statistics import pstdev, pvariance, stdev, variance
 
 import pandas as pd
+import pytest
 
 from dbt.adapters.spark_streaming.runtime.over import _emit, _empty, _keep, _operator
 from dbt.adapters.spark_streaming.sql import compile_query
@@ -21,7 +24,7 @@ def sums(out):
 
 
 def test_unbounded_accumulates_across_calls():
-    accs = [_empty(), _empty()]
+    accs = [_empty("min"), _empty("max")]
     out = _emit(rows((1, 4), (2, 2), aggregates=2), accs, UNBOUNDED_ROWS, ["min", "max"])
     assert [res for _, res in out] == [[4, 4], [2, 4]]
     out = _emit(rows((3, 7), aggregates=2), accs, UNBOUNDED_ROWS, ["min", "max"])
@@ -29,10 +32,39 @@ def test_unbounded_accumulates_across_calls():
 
 
 def test_unbounded_range_gives_peers_the_same_result():
-    out = _emit(rows((1, 1), (2, 2), (2, 3)), [_empty()], UNBOUNDED_RANGE, ["sum"])
+    out = _emit(rows((1, 1), (2, 2), (2, 3)), [_empty("sum")], UNBOUNDED_RANGE, ["sum"])
     assert sums(out) == [(1, 1), (2, 6), (2, 6)]
-    nan = _emit(rows((1, float("nan"))), [_empty()], UNBOUNDED_ROWS, ["sum"])
+    nan = _emit(rows((1, float("nan"))), [_empty("sum")], UNBOUNDED_ROWS, ["sum"])
     assert sums(nan) == [(1, None)]  # pandas gives a NULL double as NaN
+
+
+@pytest.mark.parametrize(
+    "function, statistic",
+    [
+        ("stddev_samp", stdev),
+        ("stddev_pop", pstdev),
+        ("var_samp", variance),
+        ("var_pop", pvariance),
+    ],
+)
+def test_unbounded_variance_family_is_welfords(function, statistic):
+    values = [4, 2, None, 7.5, 1]
+    out = _emit(rows(*enumerate(values)), [_empty(function)], UNBOUNDED_ROWS, [function])
+    got = [res[0] for _, res in out]
+    seen = [v for v in values if v is not None]
+    assert got[0] is None or function.endswith("_pop")  # a sample of one row has none
+    for i, n in ((1, 2), (2, 2), (3, 3), (4, 4)):  # after i rows, n non-null values
+        assert math.isclose(got[i], statistic(seen[:n]), abs_tol=1e-12), (i, got[i])
+
+
+def test_unbounded_count_if_and_bools():
+    flags = [True, None, False, True]
+    fns = ["count_if", "bool_and", "bool_or"]
+    accs = [_empty(f) for f in fns]
+    out = _emit(rows(*enumerate(flags), aggregates=3), accs, UNBOUNDED_ROWS, fns)
+    assert [res for _, res in out] == [
+        [1, True, True], [1, True, True], [1, False, True], [2, False, True],
+    ]  # fmt: skip
 
 
 def test_keep_holds_what_later_frames_reach():

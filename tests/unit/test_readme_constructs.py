@@ -96,8 +96,10 @@ EXAMPLES = {
         "PERCENTILE(price, 0.9) OVER w AS p90 FROM a.bids "
         "WINDOW w AS (PARTITION BY item ORDER BY bidtime RANGE INTERVAL '10' MINUTE PRECEDING)"
     ),
-    "OVER an aggregate other than SUM, COUNT, MIN, MAX, AVG over an UNBOUNDED frame": (
-        "SELECT item, STDDEV(price) OVER (PARTITION BY item ORDER BY bidtime) AS s FROM a.bids"
+    "OVER an aggregate without a running accumulator (PERCENTILE, COUNT(DISTINCT), COLLECT_LIST, "
+    "...) over an UNBOUNDED frame": (
+        "SELECT item, PERCENTILE(price, 0.5) OVER (PARTITION BY item ORDER BY bidtime) AS m "
+        "FROM a.bids"
     ),
     "OVER ordered by a non-time column, or a FOLLOWING frame": (
         "SELECT item, SUM(price) OVER (PARTITION BY item ORDER BY price) AS s FROM a.bids"

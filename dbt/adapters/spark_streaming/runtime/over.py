@@ -28,8 +28,9 @@ pending, for when the kept rows leave every future frame (then the state goes).
   as a Spark window function over them (sql/over.py OverSpec.frame_items) and keeps the due
   rows. So any aggregate Spark has runs over the frame, as Spark computes it in batch; a
   key's rows are in one call, so each due row's frame is among them.
-- An UNBOUNDED frame: the operator keeps one accumulator per aggregate (SUM, COUNT, MIN, MAX,
-  AVG) and outputs the result rows itself; RANGE peers (equal time) share one result.
+- An UNBOUNDED frame: the operator keeps one accumulator per aggregate (sql/over.py RUNNING:
+  SUM, COUNT, MIN, MAX, AVG, the STDDEV / VARIANCE family, COUNT_IF, BOOL_AND, BOOL_OR) and
+  outputs the result rows itself; RANGE peers (equal time) share one result.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def _operator(spec: OverSpec, names: List[str], framed: bool):
 
         watermark = state.getCurrentWatermarkMs() * 1000
         held = pickle.loads(state.get[0]) if state.exists else None
-        pending, kept, accs, seq = held or ([], [], [_empty() for _ in functions], 0)
+        pending, kept, accs, seq = held or ([], [], [_empty(f) for f in functions], 0)
         for pdf in pdfs:
             values = [pdf[c].tolist() for c in columns]
             arg_values = [pdf[a].tolist() if a else [1] * len(pdf) for a in args]
@@ -137,26 +138,47 @@ def _result_row(spec: OverSpec, columns: List[str], row: tuple, results: list) -
     )
 
 
-def _empty() -> list:
-    return [0, None, None, None]  # non-null count, sum, min, max
+MOMENTS = ("stddev_samp", "stddev_pop", "var_samp", "var_pop")
 
 
-def _add(acc: list, value: Any) -> None:
+def _empty(function: str) -> list:
+    """A running accumulator: the non-null count, sum, min, max; for the variance family also
+    Welford's mean and M2, updated as Spark's stddev and variance update theirs."""
+    return [0, None, None, None] + ([0.0, 0.0] if function in MOMENTS else [])
+
+
+def _add(acc: list, value: Any, function: str) -> None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return
     acc[0] += 1
-    acc[1] = value if acc[1] is None else acc[1] + value
-    acc[2] = value if acc[2] is None or value < acc[2] else acc[2]
-    acc[3] = value if acc[3] is None or value > acc[3] else acc[3]
+    if function in ("sum", "avg", "count_if"):
+        acc[1] = value if acc[1] is None else acc[1] + value
+    elif function in ("min", "bool_and"):
+        acc[2] = value if acc[2] is None or value < acc[2] else acc[2]
+    elif function in ("max", "bool_or"):
+        acc[3] = value if acc[3] is None or value > acc[3] else acc[3]
+    elif function in MOMENTS:
+        delta = float(value) - acc[4]
+        delta_n = delta / acc[0]
+        acc[4] += delta_n
+        acc[5] += delta * (delta - delta_n)
 
 
 def _result(acc: list, function: str) -> Any:
-    count, total, low, high = acc
+    count, total, low, high = acc[:4]
     if function == "count":
         return count
     if function == "avg":
         return None if count == 0 else total / count
-    return {"sum": total, "min": low, "max": high}[function]
+    if function == "count_if":
+        return int(total or 0)
+    if function in MOMENTS:  # Spark: NULL without rows, and a sample's with one row
+        sample = function.endswith("_samp")
+        if count == 0 or (sample and count == 1):
+            return None
+        variance = acc[5] / (count - 1 if sample else count)
+        return math.sqrt(variance) if function.startswith("stddev") else variance
+    return {"sum": total, "min": low, "max": high, "bool_and": low, "bool_or": high}[function]
 
 
 def _emit(ready, accs, frame, functions):
@@ -170,8 +192,8 @@ def _emit(ready, accs, frame, functions):
             while end < len(ready) and ready[end][0] == ready[i][0]:
                 end += 1
         for r in ready[i:end]:
-            for j, acc in enumerate(accs):
-                _add(acc, r[3][j])
+            for j, (acc, function) in enumerate(zip(accs, functions, strict=True)):
+                _add(acc, r[3][j], function)
         results = [_result(acc, f) for acc, f in zip(accs, functions, strict=True)]
         out.extend((r, results) for r in ready[i:end])
         i = end

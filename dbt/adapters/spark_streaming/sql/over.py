@@ -19,7 +19,7 @@ AND CURRENT ROW``, or no frame: RANGE UNBOUNDED, the SQL default), and the one-b
 of all three. Over a RANGE or ROWS frame any aggregate runs, as in a window aggregate (Spark
 evaluates it over the frame's rows in each micro-batch; COUNT(DISTINCT x) as
 SIZE(COLLECT_SET(x))); an unbounded frame keeps one running accumulator per partition, which
-SUM, COUNT, MIN, MAX and AVG have.
+the aggregates of RUNNING have.
 
 Codes: SSV170 ORDER BY not the event time ascending; SSV171 a frame that cannot run on a
 stream; SSV172 a shape outside the one above; SSV173 an OVER aggregation as upsert_table;
@@ -45,7 +45,21 @@ UNBOUNDED_RANGE = "unbounded_range"  # RANGE UNBOUNDED PRECEDING (peers included
 UNBOUNDED_ROWS = "unbounded_rows"  # ROWS UNBOUNDED PRECEDING
 
 # the aggregates with a running accumulator (runtime/over.py), for unbounded frames
-RUNNING = {exp.Sum: "sum", exp.Count: "count", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
+RUNNING = {
+    exp.Sum: "sum",
+    exp.Count: "count",
+    exp.Min: "min",
+    exp.Max: "max",
+    exp.Avg: "avg",
+    exp.Stddev: "stddev_samp",
+    exp.StddevSamp: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.Variance: "var_samp",
+    exp.VariancePop: "var_pop",
+    exp.CountIf: "count_if",
+    exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or",
+}
 OFFSET_FUNCTIONS = (exp.Lag, exp.Lead)  # sqlglot's AggFuncs, but frames do not apply to them
 TIME = "__dss_time_us"  # the input's event time, microseconds since the epoch (bigint)
 EVENT_TIME = "__dss_event_time"  # the input's event time (the watermarked timestamp)
@@ -433,8 +447,9 @@ def _aggregate(
             "SSV171",
             f"{agg.sql()} OVER an unbounded frame",
             "an unbounded frame keeps one running accumulator per partition instead of its "
-            "rows, and SUM, COUNT, MIN, MAX and AVG are the aggregates that have one; "
-            f"{agg.sql()} would need every row of the partition's history",
+            "rows: SUM, COUNT, MIN, MAX, AVG, STDDEV / VARIANCE (_SAMP, _POP), COUNT_IF, "
+            f"BOOL_AND and BOOL_OR have one; {agg.sql()} would need every row (or value) of the "
+            "partition's history",
             "Use a RANGE BETWEEN <interval> PRECEDING or ROWS BETWEEN <n> PRECEDING frame "
             "(any aggregate runs over those), or a window aggregate (TUMBLE, CUMULATE).",
             agg,
