@@ -103,3 +103,23 @@ class TestQueryChange:
         w3 = (ts("2020-04-15 08:30:00"), ts("2020-04-15 08:40:00"))
         assert rows(out) == [*before[1], (*w3, "c", 10.0)]
         assert [r.status for r in run_dbt(["test"])] == ["pass"]
+
+        # (c) a renamed output column keeps the state too: the table is rewritten with the new
+        # name in one commit, at once (no new data), and the stream goes on (D's 1 at 08:45,
+        # read before, + 5)
+        _write(project, OUTPUT_CHANGED.replace("AS total", "AS amount"))
+        _, log = run_dbt_and_capture(["run"])
+        assert "class keeps_state" in log and "renamed columns total -> amount" in log
+        assert DeltaTable(out).schema().to_arrow().names[-1] == "amount"
+        assert rows(out) == [*before[1], (*w3, "c", 10.0)]
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]
+        _, log = run_dbt_and_capture(["run"])  # the change is recorded: not renamed again
+        assert "class keeps_state" not in log and "renamed" not in log
+        append_bids(
+            table_path(project, "bids"),
+            [("2020-04-15 08:46:00", 5, "D"), ("2020-04-15 08:55:00", 1, "E")],
+        )
+        run_dbt(["run"])
+        w4 = (ts("2020-04-15 08:40:00"), ts("2020-04-15 08:50:00"))
+        assert rows(out) == [*before[1], (*w3, "c", 10.0), (*w4, "d", 6.0)]
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]

@@ -18,7 +18,7 @@ import re
 import time
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction, write_deltalake
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from ..faults import fault_point
@@ -39,6 +39,32 @@ def create_table(
         configuration=configuration,
         commit_properties=CommitProperties(custom_metadata={META_KEY: json.dumps(metadata)}),
     )
+
+
+def rename_columns(path: str, names: list[str], metadata: dict) -> int:
+    """Rewrite the Delta table at `path` with its columns renamed to `names` (as many, in order,
+    types unchanged) in one overwrite commit carrying `metadata`: readers see the old table
+    until it commits, and a crash before leaves it as it was. delta-rs renames no column in
+    place (that needs column mapping), so the rows pass through this process, batch by batch.
+    Returns their number."""
+    data = DeltaTable(path).to_pyarrow_dataset()
+    schema = pa.schema([f.with_name(n) for f, n in zip(data.schema, names, strict=True)])
+    rows = 0
+
+    def batches():
+        nonlocal rows
+        for batch in data.to_batches():
+            rows += batch.num_rows
+            yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+
+    write_deltalake(
+        path,
+        pa.RecordBatchReader.from_batches(schema, batches()),
+        mode="overwrite",
+        schema_mode="overwrite",
+        commit_properties=CommitProperties(custom_metadata={META_KEY: json.dumps(metadata)}),
+    )
+    return rows
 
 
 def last_metadata(path: str) -> dict | None:

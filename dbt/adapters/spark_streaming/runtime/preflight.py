@@ -241,6 +241,20 @@ def check_columns(identifier: str, table: str, written) -> None:
     )
 
 
+def renamed_columns(table: str, written) -> dict[str, str]:
+    """{old: new} if the query would write (an Arrow schema) the columns of the table at
+    `table` with other names, as many, in the same order and of the same types; else {}."""
+    if not storage.is_delta(table):
+        return {}
+    try:
+        have = types.arrow_schema(types.table_columns(table))
+    except TypeError:  # a type the adapter does not map
+        return {}
+    if [f.type for f in have] != [f.type for f in written]:
+        return {}
+    return {a.name: b.name for a, b in zip(have, written, strict=True) if a.name != b.name}
+
+
 def check_writable(identifier: str, *paths: str) -> None:
     """SSR325 if one of the local `paths` (or, for one that does not exist yet, its nearest
     existing parent) cannot be written by this process."""

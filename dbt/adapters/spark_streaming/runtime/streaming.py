@@ -19,7 +19,7 @@ from typing import Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 
-from ..delta.sink import last_metadata
+from ..delta.sink import last_metadata, rename_columns
 from ..delta.source import FORMAT, consumed, read_change_feed, skip_change_commits
 from ..delta.storage import is_delta
 from ..errors import StreamingError
@@ -183,12 +183,13 @@ def _run(
     previous = _check_sources_and_state(model, plan, places, options, catalog)
     streams = _streams(model, plan, places)
     admission.check_start(options, streams, places.checkpoint)
-    if interval is None and _nothing_to_run(model, plan, places, options):
+    changed = previous.get("fingerprint") not in (None, plan.fingerprint)  # keeping its state
+    if interval is None and not changed and _nothing_to_run(model, plan, places, options):
         return _nothing_new(model, plan, places, previous, started)
     df, results, schema = _plan_dataframe(spark, model, plan, places, options)
     sink = ModelSink(spark, model, plan, places, schema, started, monitor)
     if not places.rebuild:
-        preflight.check_columns(model.identifier, places.build, sink.arrow_schema)
+        _check_columns(model, plan, places, sink, previous if changed else None)
     if places.rebuild:
         lifecycle.clear(places.target, places.checkpoint)
     record_query(places.build, plan, model)  # for snapshot_equivalence
@@ -200,6 +201,23 @@ def _run(
     query = _start(df, model, plan, places, write, interval)
     _wait(query, model, places, monitor, expected)
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
+
+
+def _check_columns(model: StreamingModel, plan, places: Places, sink: ModelSink, changed) -> None:
+    """SSR321 if the query would write other columns than its table has; but if its query
+    changed keeping the state (`changed`: the table's last commit metadata) and only renamed
+    columns of an append-only table, rewrite the table with the new names in one commit that
+    carries that metadata with the new query's fingerprint (so the change is made once)."""
+    renamed = preflight.renamed_columns(places.build, sink.arrow_schema)
+    if changed is None or sink.keys or not renamed:
+        preflight.check_columns(model.identifier, places.build, sink.arrow_schema)
+        return
+    record_query(places.build, plan, model)  # the query of the fingerprint the commit records
+    meta = {k: v for k, v in changed.items() if k != "table_version"}
+    meta.update(fingerprint=plan.fingerprint, renamed=renamed)
+    count = rename_columns(places.build, sink.arrow_schema.names, meta)
+    names = ", ".join(f"{a} -> {b}" for a, b in renamed.items())
+    logger.info(f"{model.name}: renamed columns {names}: rewrote its table ({count} rows)")
 
 
 def _nothing_to_run(model: StreamingModel, plan, places: Places, options: dict) -> bool:
