@@ -1,7 +1,8 @@
 """A changed model query over an existing table and checkpoint (issue 18): a change after the
 stateful operator (its projection, HAVING) keeps the checkpoint and state, and Spark resumes
-the new query from them; a change of the state (aggregates, watermark, grouping keys) is
-refused before any stream starts, naming the change and `--full-refresh`."""
+the new query from them, also when it renames or adds an output column (the table is
+rewritten with the new columns); a change of the state (aggregates, watermark, grouping keys)
+is refused before any stream starts, naming the change and `--full-refresh`."""
 
 import os
 
@@ -109,12 +110,12 @@ class TestQueryChange:
         # read before, + 5)
         _write(project, OUTPUT_CHANGED.replace("AS total", "AS amount"))
         _, log = run_dbt_and_capture(["run"])
-        assert "class keeps_state" in log and "renamed columns total -> amount" in log
+        assert "class keeps_state" in log and "columns changed (total -> amount)" in log
         assert DeltaTable(out).schema().to_arrow().names[-1] == "amount"
         assert rows(out) == [*before[1], (*w3, "c", 10.0)]
         assert [r.status for r in run_dbt(["test"])] == ["pass"]
         _, log = run_dbt_and_capture(["run"])  # the change is recorded: not renamed again
-        assert "class keeps_state" not in log and "renamed" not in log
+        assert "class keeps_state" not in log and "columns changed" not in log
         append_bids(
             table_path(project, "bids"),
             [("2020-04-15 08:46:00", 5, "D"), ("2020-04-15 08:55:00", 1, "E")],
@@ -122,4 +123,24 @@ class TestQueryChange:
         run_dbt(["run"])
         w4 = (ts("2020-04-15 08:40:00"), ts("2020-04-15 08:50:00"))
         assert rows(out) == [*before[1], (*w3, "c", 10.0), (*w4, "d", 6.0)]
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]
+
+        # (d) an added output column (a projection of a grouping key, placed before the
+        # aggregate) keeps the state too: the table is rewritten with it, NULL in the rows
+        # written before, and the new rows have it (E's 1 at 08:55, read before, + 4)
+        renamed = OUTPUT_CHANGED.replace("AS total", "AS amount")
+        _write(project, renamed.replace("AS item, SUM", "AS item, UPPER(item) AS big, SUM"))
+        _, log = run_dbt_and_capture(["run"])
+        assert "columns changed (+big)" in log
+        assert DeltaTable(out).schema().to_arrow().names[3:] == ["big", "amount"]
+        old = [(*w3, "c", 10.0), (*w4, "d", 6.0)]
+        assert rows(out) == [(*r[:3], None, r[3]) for r in [*before[1], *old]]
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]
+        append_bids(
+            table_path(project, "bids"),
+            [("2020-04-15 08:56:00", 4, "E"), ("2020-04-15 09:05:00", 1, "F")],
+        )
+        run_dbt(["run"])
+        w5 = (ts("2020-04-15 08:50:00"), ts("2020-04-15 09:00:00"))
+        assert rows(out)[-1] == (*w5, "e", "E", 5.0)
         assert [r.status for r in run_dbt(["test"])] == ["pass"]

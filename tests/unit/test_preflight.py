@@ -142,3 +142,28 @@ def test_unwritable(tmp_path):
         assert info.value.code == "SSR325" and "no write permission" in str(info.value)
     finally:
         os.chmod(tmp_path, 0o700)
+
+
+@pytest.mark.parametrize(
+    "written, sources, words",
+    [
+        ([("k", pa.string()), ("amount", pa.float64())], ["k", "total"], "total -> amount"),
+        (
+            [("k", pa.string()), ("big", pa.string()), ("total", pa.float64())],
+            ["k", None, "total"],
+            "+big",
+        ),
+        ([("total", pa.float64())], ["total"], "-k"),
+        ([("total", pa.float64()), ("k", pa.string())], ["total", "k"], "order"),
+        ([("k", pa.int64()), ("total", pa.float64())], None, None),  # k's type changed
+        ([("k", pa.string()), ("total", pa.float64())], None, None),  # no change
+    ],
+)
+def test_column_sources(tmp_path, written, sources, words):
+    """What a query change that keeps the state does to the table's columns (k, total): a new
+    name at the same place with the same type is a rename; a new name otherwise an added
+    column; a name kept with another type cannot continue (SSR321)."""
+    table = str(tmp_path / "t")
+    write_deltalake(table, pa.table({"k": ["a"], "total": [1.0]}))
+    got = preflight.column_sources(table, pa.schema(written))
+    assert got == (None if sources is None else (sources, words))

@@ -41,21 +41,25 @@ def create_table(
     )
 
 
-def rename_columns(path: str, names: list[str], metadata: dict) -> int:
-    """Rewrite the Delta table at `path` with its columns renamed to `names` (as many, in order,
-    types unchanged) in one overwrite commit carrying `metadata`: readers see the old table
-    until it commits, and a crash before leaves it as it was. delta-rs renames no column in
-    place (that needs column mapping), so the rows pass through this process, batch by batch.
+def rewrite_columns(path: str, schema: pa.Schema, sources: list, metadata: dict) -> int:
+    """Rewrite the Delta table at `path` with the columns `schema`, each the table's column
+    named in `sources` (in order; None: a new column, NULL), in one overwrite commit carrying
+    `metadata`: readers see the old table until it commits, and a crash before leaves it as
+    it was. delta-rs renames, adds in place or drops no column without rewriting the files
+    (that needs column mapping), so the rows pass through this process, batch by batch.
     Returns their number."""
     data = DeltaTable(path).to_pyarrow_dataset()
-    schema = pa.schema([f.with_name(n) for f, n in zip(data.schema, names, strict=True)])
     rows = 0
 
     def batches():
         nonlocal rows
         for batch in data.to_batches():
             rows += batch.num_rows
-            yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+            columns = [
+                batch.column(old) if old is not None else pa.nulls(batch.num_rows, field.type)
+                for field, old in zip(schema, sources, strict=True)
+            ]
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
     write_deltalake(
         path,

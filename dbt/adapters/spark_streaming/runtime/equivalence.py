@@ -247,8 +247,9 @@ def _expected(spark, catalog: Catalog, target: str, plan, batches: list[dict], p
     """The batch query's rows for the table. A query changed in a way that kept the state
     (runtime/changes.py) ran from the batch after the change on: an append-only table holds,
     for each query in turn, what it emitted over its batches, less what it would have emitted
-    up to the change (the earlier query's rows). An upsert_table is compared with its last
-    query alone (a key's row is the last query's once the key is written again)."""
+    up to the change (the earlier query's rows), their columns as a change of the columns left
+    them. An upsert_table is compared with its last query alone (a key's row is the last
+    query's once the key is written again)."""
     ends = [
         i
         for i, b in enumerate(batches)
@@ -263,12 +264,28 @@ def _expected(spark, catalog: Catalog, target: str, plan, batches: list[dict], p
         if start:
             earlier = _emitted(spark, catalog, query, batches[:start], f"{prefix}_in{n}b")
             rows = rows.exceptAll(earlier.select(rows.columns))
+            columns = batches[start].get("columns")  # the change rewrote the table's columns
+            if columns:
+                parts = [_rewritten(part, columns, rows.schema) for part in parts]
         parts.append(rows)
         start = end + 1
-    # the queries write the same columns in the same order (else SSR321), perhaps renamed (a
-    # rename rewrote the table: runtime/streaming.py _check_columns): the last query's names
-    names = parts[-1].columns
-    return reduce(lambda a, b: a.union(b), (p.toDF(*names) for p in parts))
+    return reduce(lambda a, b: a.unionByName(b), parts)
+
+
+def _rewritten(rows, columns: list, schema):
+    """`rows` as the table's rewrite (runtime/streaming.py _check_columns) left them: each
+    [new, old] of `columns` the column `old` renamed, or NULL (old None) of `schema`'s type."""
+    from pyspark.sql import functions as F
+
+    types = {f.name: f.dataType for f in schema.fields}
+    return rows.select(
+        [
+            F.col(f"`{old}`").alias(new)
+            if old is not None
+            else F.lit(None).cast(types[new]).alias(new)
+            for new, old in columns
+        ]
+    )
 
 
 def check(

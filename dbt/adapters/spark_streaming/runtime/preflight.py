@@ -241,18 +241,40 @@ def check_columns(identifier: str, table: str, written) -> None:
     )
 
 
-def renamed_columns(table: str, written) -> dict[str, str]:
-    """{old: new} if the query would write (an Arrow schema) the columns of the table at
-    `table` with other names, as many, in the same order and of the same types; else {}."""
+def column_sources(table: str, written) -> Optional[tuple[list, str]]:
+    """For a query that would write the columns `written` (an Arrow schema) other than those
+    of the table at `table`: per written column, the table's column it continues (the same
+    name and type; or, with as many columns, a new name for the one at its place with its
+    type, a rename), or None for a new nullable column; and the change in words. None if a
+    column keeps its name and changes its type, or there is no table or no change."""
     if not storage.is_delta(table):
-        return {}
+        return None
     try:
         have = types.arrow_schema(types.table_columns(table))
     except TypeError:  # a type the adapter does not map
-        return {}
-    if [f.type for f in have] != [f.type for f in written]:
-        return {}
-    return {a.name: b.name for a, b in zip(have, written, strict=True) if a.name != b.name}
+        return None
+    if have.equals(written):
+        return None
+    old = {f.name: f.type for f in have}
+    sources: list = []
+    for i, field in enumerate(written):
+        if field.name in old:
+            if old[field.name] != field.type:
+                return None
+            sources.append(field.name)
+            continue
+        at = have[i] if len(have) == len(written) else None
+        if at is not None and at.name not in written.names and at.type == field.type:
+            sources.append(at.name)  # renamed
+        elif field.nullable:
+            sources.append(None)  # added
+        else:
+            return None
+    pairs = list(zip(written.names, sources, strict=True))
+    words = [f"{old} -> {new}" for new, old in pairs if old not in (None, new)]
+    words += [f"+{new}" for new, old in pairs if old is None]
+    words += [f"-{f.name}" for f in have if f.name not in sources]
+    return sources, ", ".join(words) or "order"
 
 
 def check_writable(identifier: str, *paths: str) -> None:

@@ -19,7 +19,7 @@ from typing import Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 
-from ..delta.sink import last_metadata, rename_columns
+from ..delta.sink import last_metadata, rewrite_columns
 from ..delta.source import FORMAT, consumed, read_change_feed, skip_change_commits
 from ..delta.storage import is_delta
 from ..errors import StreamingError
@@ -205,19 +205,22 @@ def _run(
 
 def _check_columns(model: StreamingModel, plan, places: Places, sink: ModelSink, changed) -> None:
     """SSR321 if the query would write other columns than its table has; but if its query
-    changed keeping the state (`changed`: the table's last commit metadata) and only renamed
-    columns of an append-only table, rewrite the table with the new names in one commit that
-    carries that metadata with the new query's fingerprint (so the change is made once)."""
-    renamed = preflight.renamed_columns(places.build, sink.arrow_schema)
-    if changed is None or sink.keys or not renamed:
-        preflight.check_columns(model.identifier, places.build, sink.arrow_schema)
+    changed keeping the state (`changed`: the table's last commit metadata) and its columns
+    were renamed, added or dropped, an append-only table is rewritten with the new columns
+    (the old rows NULL in an added one) in one commit that carries that metadata with the new
+    query's fingerprint and the columns' sources (for snapshot_equivalence), so once."""
+    written = sink.arrow_schema
+    change = preflight.column_sources(places.build, written) if changed else None
+    if change is None or sink.keys:
+        preflight.check_columns(model.identifier, places.build, written)
         return
+    sources, words = change
     record_query(places.build, plan, model)  # the query of the fingerprint the commit records
+    columns = [[new, old] for new, old in zip(written.names, sources, strict=True)]
     meta = {k: v for k, v in changed.items() if k != "table_version"}
-    meta.update(fingerprint=plan.fingerprint, renamed=renamed)
-    count = rename_columns(places.build, sink.arrow_schema.names, meta)
-    names = ", ".join(f"{a} -> {b}" for a, b in renamed.items())
-    logger.info(f"{model.name}: renamed columns {names}: rewrote its table ({count} rows)")
+    meta.update(fingerprint=plan.fingerprint, columns=columns)
+    count = rewrite_columns(places.build, written, sources, meta)
+    logger.info(f"{model.name}: columns changed ({words}): rewrote its table ({count} rows)")
 
 
 def _nothing_to_run(model: StreamingModel, plan, places: Places, options: dict) -> bool:
