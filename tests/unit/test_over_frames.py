@@ -9,6 +9,7 @@ from statistics import pstdev, pvariance, stdev, variance
 import pandas as pd
 import pytest
 
+from dbt.adapters.spark_streaming.runtime import failures
 from dbt.adapters.spark_streaming.runtime.over import _emit, _empty, _keep, _operator
 from dbt.adapters.spark_streaming.sql import compile_query
 from dbt.adapters.spark_streaming.sql.over import RANGE, ROWS, UNBOUNDED_RANGE, UNBOUNDED_ROWS
@@ -141,7 +142,7 @@ def test_a_range_frame_outputs_due_rows_after_the_kept_rows_they_reach():
     # the kept rows go with the due one; its frame (from 20 s) leaves them out
     assert call(operator, state, []) == [(5000, 2, 0, False), (12000, 3, 3, False),
                                          (30000, 9, 2, True)]  # fmt: skip
-    pending, kept, _, _ = pickle.loads(state.get[0])
+    pending, kept, _, _, _ = pickle.loads(state.get[0])
     assert pending == [] and [r[0] for r in kept] == [30_000_000]
 
 
@@ -154,3 +155,35 @@ def test_a_rows_frame_keeps_the_last_n_rows():
                                                               (2000, 2, 0, True)]  # fmt: skip
     state.watermark_ms = 20000
     assert call(operator, state, [(15000, 5)]) == [(2000, 2, 0, False), (15000, 5, 2, True)]
+
+
+def test_state_of_the_layout_before_is_refused_for_bounded_frames():
+    """A bounded frame's record held other rows before LAYOUT (its query then fails as SSR324,
+    naming --full-refresh); an unbounded frame's is the same and goes on."""
+    spec, names = framed("ROWS BETWEEN 1 PRECEDING AND CURRENT ROW")
+    operator = _operator(spec, [*names, "__dss_seq", "__dss_emit"], framed=True)
+    state = State(watermark_ms=10000)
+    state.update((pickle.dumps(([], [(1_000_000, 0, ("a",), (1,))], [_empty("sum")], 1)),))
+    with pytest.raises(RuntimeError) as info:
+        call(operator, state, [(2000, 2)])
+    error = failures.query_failed("m", "model.p.m", "/ckpt", f"PythonException: {info.value}")
+    assert error.code == "SSR324" and "--full-refresh -s m" in str(error)
+    running = compile_query(
+        "SELECT k, SUM(v) OVER (PARTITION BY k ORDER BY ts ROWS UNBOUNDED PRECEDING) AS s "
+        "FROM a.ev",
+        schemas={"a.ev": {"ts": "timestamp", "k": "string", "v": "int"}},
+        watermark_delay="1 second",
+    ).over
+    operator = _operator(running, ["k", "s"], framed=False)
+    state.update((pickle.dumps(([], [], [[2, 5, 1, 4]], 2)),))  # two rows summed to 5 before
+    assert call_running(operator, state, [(2000, 3)]) == [("a", 8)]
+    assert pickle.loads(state.get[0])[-1] == 2  # written in this layout
+
+
+def call_running(operator, state, events):
+    pdf = pd.DataFrame(
+        [("a", t * 1000, None, "a", v) for t, v in events],
+        columns=["__dss_p0", "__dss_time_us", "__dss_event_time", "__dss_c0", "__dss_a4"],
+    )
+    out = list(operator(("a",), iter([pdf]), state))
+    return [tuple(r) for r in out[0].itertuples(index=False, name=None)]

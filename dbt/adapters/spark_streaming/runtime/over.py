@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 from ..sql.over import EMIT, RANGE, ROWS, SEQ, TIME, UNBOUNDED_RANGE, OverSpec
 
 STATE_SCHEMA = "state binary"
+LAYOUT = 2  # the state record's layout (_held); records of layout 1 have no such field
 
 
 def over_dataframe(df, spec: OverSpec, output_schema) -> Tuple[Any, Optional[Callable], Any]:
@@ -93,7 +94,7 @@ def _operator(spec: OverSpec, names: List[str], framed: bool):
         warnings.filterwarnings("ignore", "The behavior of DataFrame concatenation", FutureWarning)
 
         watermark = state.getCurrentWatermarkMs() * 1000
-        held = pickle.loads(state.get[0]) if state.exists else None
+        held = _held(state, framed)
         pending, kept, accs, seq = held or ([], [], [_empty(f) for f in functions], 0)
         for pdf in pdfs:
             values = [pdf[c].tolist() for c in columns]
@@ -114,20 +115,35 @@ def _operator(spec: OverSpec, names: List[str], framed: bool):
         if frame == RANGE:  # rows after the watermark cannot reach further back than this
             kept = [r for r in kept if r[0] > watermark - preceding]
         if pending:
-            state.update((pickle.dumps((pending, kept, accs, seq)),))
+            state.update((pickle.dumps((pending, kept, accs, seq, LAYOUT)),))
             due = min(r[0] for r in pending)
             state.setTimeoutTimestamp(max(math.ceil(due / 1000) - 1, watermark // 1000))
         elif frame == RANGE and kept:
-            state.update((pickle.dumps((pending, kept, accs, seq)),))
+            state.update((pickle.dumps((pending, kept, accs, seq, LAYOUT)),))
             state.setTimeoutTimestamp(max((kept[-1][0] + preceding) // 1000, watermark // 1000))
         elif frame == RANGE or not (kept or ready or held):
             state.remove()
         else:
-            state.update((pickle.dumps((pending, kept, accs, seq)),))
+            state.update((pickle.dumps((pending, kept, accs, seq, LAYOUT)),))
         if ready:
             yield pd.DataFrame.from_records(out, columns=names)
 
     return run
+
+
+def _held(state, framed: bool) -> Optional[tuple]:
+    """The key's state record (pending, kept, accumulators, next arrival number), or None. A
+    record without LAYOUT is of the layout before it: the same for an unbounded frame; a
+    bounded frame's held other rows, and its query cannot go on from it (SSR324)."""
+    if not state.exists:
+        return None
+    held = pickle.loads(state.get[0])
+    if len(held) == 4 and framed:
+        raise RuntimeError(
+            "OVER operator state of another layout: written by an older dbt-spark-streaming "
+            "for a RANGE or ROWS frame"
+        )
+    return tuple(held[:4])
 
 
 def _result_row(spec: OverSpec, columns: List[str], row: tuple, results: list) -> tuple:
