@@ -10,6 +10,8 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 from deltalake import DeltaTable
 
+from dbt.adapters.spark_streaming.layout import changelog_path
+
 from .helpers import append_bids, rows, table_path, ts
 
 HEAD = "{{{{ config(materialized='streaming_view', watermark_delay='{delay}') }}}} "
@@ -143,4 +145,47 @@ class TestQueryChange:
         run_dbt(["run"])
         w5 = (ts("2020-04-15 08:50:00"), ts("2020-04-15 09:00:00"))
         assert rows(out)[-1] == (*w5, "e", "E", 5.0)
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]
+
+
+COUNTS = (
+    "{{ config(materialized='upsert_table', unique_key='item', constant_domain=['item']) }} "
+    "SELECT item, COUNT(*) AS n, SUM(price) AS total FROM {{ ref('bids') }} GROUP BY item"
+)
+
+
+class TestUpsertTableRename:
+    """An upsert_table's renamed output column: its table and changelog are rewritten with the
+    new name, and the next batches update them with it."""
+
+    seeds = TestQueryChange.seeds
+    project_config_update = TestQueryChange.project_config_update
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "counts.sql": COUNTS,
+            "tests.yml": "models:\n  - {name: counts, data_tests: [snapshot_equivalence]}\n",
+        }
+
+    def test_rename_rewrites_table_and_changelog(self, project):
+        run_dbt(["seed"])
+        run_dbt(["run"])
+        out = table_path(project, "counts")
+        assert rows(out) == [("A", 2, 5.0), ("B", 2, 7.0)]
+        with open(os.path.join(project.project_root, "models", "counts.sql"), "w") as fh:
+            fh.write(COUNTS.replace("AS n,", "AS bids,"))
+        _, log = run_dbt_and_capture(["run"])
+        assert "columns changed (n -> bids)" in log
+        assert DeltaTable(out).to_pyarrow_table().column_names == ["item", "bids", "total"]
+        assert rows(out) == [("A", 2, 5.0), ("B", 2, 7.0)]
+        append_bids(
+            table_path(project, "bids"),
+            [("2020-04-15 09:00:00", 3, "A"), ("2020-04-15 09:01:00", 1, "C")],
+        )
+        run_dbt(["run"])
+        assert rows(out) == [("A", 3, 8.0), ("B", 2, 7.0), ("C", 1, 1.0)]
+        changes = DeltaTable(changelog_path(out)).to_pyarrow_table()
+        assert changes.column_names[:3] == ["item", "bids", "total"]
+        assert ("A", 3, 8.0) in [(r["item"], r["bids"], r["total"]) for r in changes.to_pylist()]
         assert [r.status for r in run_dbt(["test"])] == ["pass"]

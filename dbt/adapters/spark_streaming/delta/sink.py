@@ -41,25 +41,31 @@ def create_table(
     )
 
 
-def rewrite_columns(path: str, schema: pa.Schema, sources: list, metadata: dict) -> int:
-    """Rewrite the Delta table at `path` with the columns `schema`, each the table's column
-    named in `sources` (in order; None: a new column, NULL), in one overwrite commit carrying
-    `metadata`: readers see the old table until it commits, and a crash before leaves it as
-    it was. delta-rs renames, adds in place or drops no column without rewriting the files
-    (that needs column mapping), so the rows pass through this process, batch by batch.
-    Returns their number."""
+def rewrite_columns(path: str, columns: list, added: pa.Schema, metadata: dict) -> int:
+    """Rewrite the Delta table at `path` with the columns `columns`, [new name, the table's
+    column it continues, or None for a new one of `added`'s type, NULL], in one overwrite
+    commit carrying `metadata`: readers see the old table until it commits, and a crash before
+    leaves it as it was. delta-rs renames, adds in place or drops no column without rewriting
+    the files (that needs column mapping), so the rows pass through this process, batch by
+    batch. Returns their number."""
     data = DeltaTable(path).to_pyarrow_dataset()
+    schema = pa.schema(
+        [
+            data.schema.field(old).with_name(new) if old is not None else added.field(new)
+            for new, old in columns
+        ]
+    )
     rows = 0
 
     def batches():
         nonlocal rows
         for batch in data.to_batches():
             rows += batch.num_rows
-            columns = [
+            arrays = [
                 batch.column(old) if old is not None else pa.nulls(batch.num_rows, field.type)
-                for field, old in zip(schema, sources, strict=True)
+                for field, (_, old) in zip(schema, columns, strict=True)
             ]
-            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     write_deltalake(
         path,

@@ -59,7 +59,7 @@ from ..layout import changelog_path
 from . import cdf
 from . import upsert_driver as driver
 from .pruning import candidate_actions, candidate_files
-from .sink import META_KEY, add_actions, append_files, batch_prefix, remove_orphans
+from .sink import META_KEY, add_actions, append_files, batch_prefix, remove_orphans, rewrite_columns
 from .source import FORMAT
 from .upsert_driver import KEEP, SEQ
 from .writer import write_files
@@ -436,6 +436,17 @@ class UpsertCommitter:
         first)."""
         if not self._swept:
             remove_orphans(path, prefix, {f["path"] for f in files})
+
+
+def rewrite_changelog(table_path: str, columns: list, added: pa.Schema) -> None:
+    """Rewrite the changelog of the upsert_table at `table_path` with its table's new
+    `columns` (sink.rewrite_columns), its own columns as they are; nothing if it has them
+    already (a run that crashed between this and the table's rewrite)."""
+    path = changelog_path(table_path)
+    names = DeltaTable(path).to_pyarrow_dataset().schema.names
+    own = [c for c in (OP, BATCH, VERSION, RESTARTED) if c in names]
+    if [n for n in names if n not in own] != [new for new, _ in columns]:
+        rewrite_columns(path, columns + [[c, c] for c in own], added, {})
 
 
 def create_changelog(table_path: str, schema: pa.Schema, restarts: bool = False) -> None:

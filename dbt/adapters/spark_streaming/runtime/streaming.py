@@ -22,6 +22,7 @@ from dbt.adapters.events.logging import AdapterLogger
 from ..delta.sink import last_metadata, rewrite_columns
 from ..delta.source import FORMAT, consumed, read_change_feed, skip_change_commits
 from ..delta.storage import is_delta
+from ..delta.upsert import rewrite_changelog
 from ..errors import StreamingError
 from . import admission, failures, lifecycle, preflight, progress, report, runner, upsert
 from .catalog import Catalog, registered_locations
@@ -206,12 +207,13 @@ def _run(
 def _check_columns(model: StreamingModel, plan, places: Places, sink: ModelSink, changed) -> None:
     """SSR321 if the query would write other columns than its table has; but if its query
     changed keeping the state (`changed`: the table's last commit metadata) and its columns
-    were renamed, added or dropped, an append-only table is rewritten with the new columns
-    (the old rows NULL in an added one) in one commit that carries that metadata with the new
-    query's fingerprint and the columns' sources (for snapshot_equivalence), so once."""
+    were renamed, added or dropped, the table (and an upsert_table's changelog) is rewritten
+    with the new columns (the old rows NULL in an added one) in one commit that carries that
+    metadata with the new query's fingerprint and the columns' sources (for
+    snapshot_equivalence), so once. Not for state_ttl partials, which carry the columns too."""
     written = sink.arrow_schema
     change = preflight.column_sources(places.build, written) if changed else None
-    if change is None or sink.keys:
+    if change is None or sink.partials:
         preflight.check_columns(model.identifier, places.build, written)
         return
     sources, words = change
@@ -219,7 +221,9 @@ def _check_columns(model: StreamingModel, plan, places: Places, sink: ModelSink,
     columns = [[new, old] for new, old in zip(written.names, sources, strict=True)]
     meta = {k: v for k, v in changed.items() if k != "table_version"}
     meta.update(fingerprint=plan.fingerprint, columns=columns)
-    count = rewrite_columns(places.build, written, sources, meta)
+    if sink.keys:  # first the changelog: the table's commit is the one that says it is done
+        rewrite_changelog(places.build, columns, written)
+    count = rewrite_columns(places.build, columns, written, meta)
     logger.info(f"{model.name}: columns changed ({words}): rewrote its table ({count} rows)")
 
 
