@@ -274,8 +274,8 @@ def _check_unsupported(tree: exp.Expr, allowed: AbstractSet[int] = frozenset()) 
             "window of its left (RIGHT: right) side, in a subquery of its FROM or a CTE used only "
             "there)",
             "Use a window TVF aggregate (TABLE(TUMBLE(...)) grouped by window_start, "
-            "window_end), a window Top-N, an OVER aggregation (SUM, COUNT, MIN, MAX or AVG "
-            "OVER (ORDER BY <event time> ...) in the model's outer SELECT over one source), or "
+            "window_end), a window Top-N, an OVER aggregation (an aggregate OVER (ORDER BY "
+            "<event time> ...) in the model's outer SELECT over one source), or "
             "compute it in a batch model.",
             node,
         )
