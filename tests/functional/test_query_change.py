@@ -10,9 +10,11 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 from deltalake import DeltaTable
 
+from dbt.adapters.spark_streaming.faults import EXIT_CODE
 from dbt.adapters.spark_streaming.layout import changelog_path
 
 from .helpers import append_bids, rows, table_path, ts
+from .test_lifecycle import dbt_subprocess
 
 HEAD = "{{{{ config(materialized='streaming_view', watermark_delay='{delay}') }}}} "
 TVF = "TABLE(TUMBLE(TABLE {{ ref('bids') }}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))"
@@ -188,4 +190,29 @@ class TestUpsertTableRename:
         changes = DeltaTable(changelog_path(out)).to_pyarrow_table()
         assert changes.column_names[:3] == ["item", "bids", "total"]
         assert ("A", 3, 8.0) in [(r["item"], r["bids"], r["total"]) for r in changes.to_pylist()]
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]
+
+
+@pytest.mark.slow
+class TestUpsertTableRenameCrash(TestUpsertTableRename):
+    """Killed between the changelog's rewrite and the table's, the next run finishes the
+    change: the changelog is not rewritten twice, the table gets the new columns."""
+
+    def test_rename_rewrites_table_and_changelog(self, project):
+        run_dbt(["seed"])
+        run_dbt(["run"])
+        out = table_path(project, "counts")
+        with open(os.path.join(project.project_root, "models", "counts.sql"), "w") as fh:
+            fh.write(COUNTS.replace("AS n,", "AS bids,"))
+        proc = dbt_subprocess(project, "run", fault="columns_rewriting")
+        assert proc.returncode == EXIT_CODE, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert DeltaTable(out).to_pyarrow_table().column_names == ["item", "n", "total"]
+        changelog = DeltaTable(changelog_path(out))
+        assert changelog.to_pyarrow_table().column_names[:3] == ["item", "bids", "total"]
+        version = changelog.version()
+        _, log = run_dbt_and_capture(["run"])
+        assert "columns changed (n -> bids)" in log
+        assert DeltaTable(changelog_path(out)).version() == version  # not rewritten again
+        assert DeltaTable(out).to_pyarrow_table().column_names == ["item", "bids", "total"]
+        assert rows(out) == [("A", 2, 5.0), ("B", 2, 7.0)]
         assert [r.status for r in run_dbt(["test"])] == ["pass"]

@@ -20,6 +20,11 @@ and, in a `dbt run` of a continuous model (runtime/runner.py; no batch id):
 
   runner_start         the model's lock held, its runner not yet started
 
+and, when a query change that keeps the state renames, adds or drops columns of an
+upsert_table (runtime/streaming.py; no batch id):
+
+  columns_rewriting    its changelog rewritten with the new columns, its table not yet
+
 For the concurrency tests, ``DBT_SPARK_STREAMING_PAUSE=<point>[@<batch_id>]=<file>`` holds the
 process at that point instead (holding whatever it holds, its lock say): it writes its pid to
 ``<file>`` and waits until the file is deleted.
@@ -41,6 +46,7 @@ POINTS = (
     "refresh_built",
     "refresh_swapping",
     "runner_start",
+    "columns_rewriting",
 )
 
 

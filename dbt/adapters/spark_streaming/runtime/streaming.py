@@ -24,6 +24,7 @@ from ..delta.source import FORMAT, consumed, read_change_feed, skip_change_commi
 from ..delta.storage import is_delta
 from ..delta.upsert import rewrite_changelog
 from ..errors import StreamingError
+from ..faults import fault_point
 from . import admission, failures, lifecycle, preflight, progress, report, runner, upsert
 from .catalog import Catalog, registered_locations
 from .changes import check_query_change
@@ -185,12 +186,15 @@ def _run(
     streams = _streams(model, plan, places)
     admission.check_start(options, streams, places.checkpoint)
     changed = previous.get("fingerprint") not in (None, plan.fingerprint)  # keeping its state
-    if interval is None and not changed and _nothing_to_run(model, plan, places, options):
+    idle = interval is None and _nothing_to_run(model, plan, places, options)
+    if idle and not changed:
         return _nothing_new(model, plan, places, previous, started)
     df, results, schema = _plan_dataframe(spark, model, plan, places, options)
     sink = ModelSink(spark, model, plan, places, schema, started, monitor)
     if not places.rebuild:
         _check_columns(model, plan, places, sink, previous if changed else None)
+    if idle:  # a changed query, its columns rewritten: no batch to run
+        return _nothing_new(model, plan, places, previous, started)
     if places.rebuild:
         lifecycle.clear(places.target, places.checkpoint)
     record_query(places.build, plan, model)  # for snapshot_equivalence
@@ -223,6 +227,7 @@ def _check_columns(model: StreamingModel, plan, places: Places, sink: ModelSink,
     meta.update(fingerprint=plan.fingerprint, columns=columns)
     if sink.keys:  # first the changelog: the table's commit is the one that says it is done
         rewrite_changelog(places.build, columns, written)
+        fault_point("columns_rewriting", -1)
     count = rewrite_columns(places.build, columns, written, meta)
     logger.info(f"{model.name}: columns changed ({words}): rewrote its table ({count} rows)")
 
