@@ -180,3 +180,46 @@ class TestChangeWhileRunning(Base):
         assert rows(path) == [window("08:00", "08:10", 11.0, 3)]
         run_dbt(["run-operation", "stream_stop"])
         assert self.status(project)["state"] == "stopped"
+
+
+OVER = """
+{{ config(materialized='streaming_view', watermark_delay='1 minute', \
+trigger={'processing_time': '2 seconds'}) }}
+SELECT bidtime, item, price,
+       SUM(price) OVER (ORDER BY bidtime ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS pair
+FROM {{ ref('bids') }}
+"""
+
+
+def bid(hhmm: str, item: str, price: float, pair: float) -> tuple:
+    return (ts(f"2020-04-15 {hhmm}"), item, price, pair)
+
+
+class TestOverContinuous(Base):
+    """An OVER aggregation run continuously: the runner emits each row once the watermark
+    passes it, its frame taken across batches, and the table equals the batch query."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"per_10min.sql": OVER, "tests.yml": TESTS}
+
+    def test_rows_emitted_as_the_watermark_passes(self, project):
+        path = table_path(project, "per_10min")
+        run_dbt(["seed"])
+        _, out = run_dbt_and_capture(["run"])
+        assert "running continuously every 2 seconds" in out
+        first = [bid("08:05", "C", 4, 4), bid("08:07", "A", 2, 6), bid("08:09", "D", 5, 7),
+                 bid("08:11", "B", 3, 8), bid("08:13", "E", 1, 4)]  # fmt: skip
+        wait_for(lambda: len(rows(path)) == 5)
+        assert rows(path) == first  # watermark 08:16: 08:17 waits
+        append_bids(
+            os.path.join(
+                project.adapter.config.credentials.warehouse_path, project.test_schema, "bids"
+            ),
+            [("2020-04-15 08:25:00", 7, "G"), ("2020-04-15 08:31:00", 8, "H")],
+        )
+        wait_for(lambda: len(rows(path)) == 7)
+        assert rows(path) == first + [bid("08:17", "F", 6, 7), bid("08:25", "G", 7, 13)]
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]
+        run_dbt(["run-operation", "stream_stop"])
+        assert self.status(project)["state"] == "stopped"
