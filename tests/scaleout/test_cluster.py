@@ -145,19 +145,20 @@ def events(start_minute: int, n: int = 200) -> pa.Table:
     )
 
 
-def expected(*tables: pa.Table) -> list[tuple]:
-    """The windows (5 minutes, per item) closed by the watermark (latest event - 1 minute)."""
+def expected(*tables: pa.Table, size: int = 5) -> list[tuple]:
+    """The windows (`size` minutes, per item) closed by the watermark (latest event - 1
+    minute)."""
     data = pa.concat_tables(tables).to_pylist()
     watermark = max(r["ts"] for r in data) - timedelta(minutes=1)
     groups: dict = {}
     for r in data:
-        start = r["ts"].replace(minute=r["ts"].minute // 5 * 5, second=0, microsecond=0)
+        start = r["ts"].replace(minute=r["ts"].minute // size * size, second=0, microsecond=0)
         total, n = groups.get((start, r["item"]), (0.0, 0))
         groups[(start, r["item"])] = (total + r["price"], n + 1)
     out = [
-        (start, start + timedelta(minutes=5), item, total, n)
+        (start, start + timedelta(minutes=size), item, total, n)
         for (start, item), (total, n) in groups.items()
-        if start + timedelta(minutes=5) <= watermark
+        if start + timedelta(minutes=size) <= watermark
     ]
     return sorted(out, key=repr)
 

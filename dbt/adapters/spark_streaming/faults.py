@@ -14,7 +14,9 @@ written, the table's commit not yet),
 and, in a `--full-refresh` (runtime/lifecycle.py; no batch id):
 
   refresh_built        the new table is complete aside, the old one still in place
-  refresh_swapping     the old table moved to trash, the new one not yet in place
+  refresh_swapping     the old table moved to trash, the new one not yet in place (with a
+                       checkpoint_root: the table's swap commit made, the new checkpoint
+                       not yet moved in)
 
 and, in a `dbt run` of a continuous model (runtime/runner.py; no batch id):
 

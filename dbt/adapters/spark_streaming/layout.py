@@ -16,6 +16,9 @@ when one is set (hidden from the catalog: names starting with '.' or '_' are not
     <control>/.dbt_streaming/locks/<schema>.<identifier>.lock    a model's run lock
     <control>/.dbt_streaming/runners/<schema>.<identifier>/      a continuous model's runner
     <warehouse>/.dbt_streaming/refresh/<schema>.<identifier>/    a full refresh being built
+    <control>/.dbt_streaming/refresh/<schema>.<identifier>.checkpoint/  its checkpoint, and
+    <control>/.dbt_streaming/refresh/<schema>.<identifier>.swap  its swap token, when the
+                                                  checkpoint is not beside the table
     <warehouse>/.dbt_streaming/trash/                            tables a full refresh replaced
 
 With a `checkpoint_root` (required when the warehouse is object storage, where Spark cannot
@@ -23,7 +26,9 @@ write its checkpoints here), a model's checkpoint is not beside its table but at
 
     <checkpoint_root>/.dbt_streaming/checkpoints/<schema>.<identifier>/
 
-and a full refresh rebuilds the table in place (object storage cannot rename a directory).
+and a full refresh of a streaming_view builds the new table aside all the same but swaps it in
+by one commit (object storage cannot rename a directory); an upsert_table's is rebuilt in
+place (runtime/lifecycle.py).
 
 Existing tables and checkpoints depend on these paths: changing one strands them. The functions
 only name paths; none creates or reads anything. Standard library only, so that every part
@@ -64,9 +69,14 @@ def staging_path(table: str) -> str:
     return os.path.join(table, TABLE_DIR, "staging")
 
 
+def queries_path(table: str) -> str:
+    """Where the queries that built the table at `table` are recorded."""
+    return os.path.join(table, TABLE_DIR, "queries")
+
+
 def query_path(table: str, fingerprint: str) -> str:
     """The definition of the query with `fingerprint` that built the table at `table`."""
-    return os.path.join(table, TABLE_DIR, "queries", f"{fingerprint}.json")
+    return os.path.join(queries_path(table), f"{fingerprint}.json")
 
 
 def view_path(location: str) -> str:
@@ -105,6 +115,18 @@ def runner_path(warehouse: str, name: str) -> str:
 def refresh_path(warehouse: str, name: str) -> str:
     """Where a full refresh of model `name` builds its new table and checkpoint."""
     return os.path.join(warehouse_path(warehouse, "refresh"), name)
+
+
+def refresh_checkpoint_path(control: str, name: str) -> str:
+    """With a `checkpoint_root`: where a full refresh of model `name` keeps its new table's
+    checkpoint while the table is built at `refresh_path`."""
+    return os.path.join(warehouse_path(control, "refresh"), f"{name}.checkpoint")
+
+
+def refresh_marker_path(control: str, name: str) -> str:
+    """With a `checkpoint_root`: present from when a full refresh of model `name` is built
+    until it is swapped in (its token: delta/swap.py)."""
+    return os.path.join(warehouse_path(control, "refresh"), f"{name}.swap")
 
 
 def trash_path(warehouse: str, name: str, tag: str) -> str:

@@ -24,6 +24,7 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from ..faults import fault_point
 from .writer import WRITTEN, absolute, write_files
 
+REBUILT = "rebuilt"  # a full refresh's swap commit: the rebuild's earlier commits (swap.py)
 META_KEY = "dbt_spark_streaming"  # commitInfo key holding our JSON metadata
 
 
@@ -83,16 +84,23 @@ def last_metadata(path: str) -> dict | None:
         return None
     for entry in DeltaTable(path).history(100):
         if META_KEY in entry:
-            return {**json.loads(entry[META_KEY]), "table_version": entry.get("version")}
+            meta = json.loads(entry[META_KEY])
+            meta.pop(REBUILT, None)
+            return {**meta, "table_version": entry.get("version")}
     return None
 
 
 def commit_history(path: str) -> list[dict]:
-    """Our metadata of every commit that has it, oldest first, with its table version."""
+    """Our metadata of every commit that has it, oldest first, with its table version. From a
+    full refresh's swap commit on (delta/swap.py), the rebuild's commits, each with the swap's
+    version, stand for the commits before it."""
     out = []
     for entry in reversed(DeltaTable(path).history()):
         if META_KEY in entry:
-            out.append({**json.loads(entry[META_KEY]), "table_version": entry.get("version")})
+            meta, version = json.loads(entry[META_KEY]), entry.get("version")
+            if REBUILT in meta:
+                out = [{**m, "table_version": version} for m in meta.pop(REBUILT)]
+            out.append({**meta, "table_version": version})
     return out
 
 

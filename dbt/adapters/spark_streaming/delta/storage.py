@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import shutil
 from functools import lru_cache
 
 from pyarrow import fs
@@ -145,6 +146,24 @@ def remove_tree(uri: str) -> None:
     f, path = filesystem(uri)
     if f.get_file_info(path).type == fs.FileType.Directory:
         f.delete_dir(path)
+
+
+def copy_file(source: str, target: str) -> None:
+    """Copy a file within one filesystem, replacing what is at `target`: a hard link where a
+    local filesystem allows one (the files copied are never modified), else a copy; on object
+    storage a server-side copy."""
+    if not is_remote(source) and not is_remote(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if os.path.exists(target):
+            os.remove(target)
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copyfile(source, target)
+        return
+    f, src = filesystem(source)
+    _, dst = filesystem(target)
+    f.copy_file(src, dst)
 
 
 def move_tree(source: str, target: str) -> None:

@@ -140,3 +140,10 @@ def _write_atomically(log: str, batch_id: int, text: str) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def query_app_id(checkpoint: str) -> str:
+    """The Delta app id of the commits of the query whose checkpoint is at `checkpoint`: its
+    query id, which survives restarts."""
+    with open(os.path.join(checkpoint, "metadata")) as fh:
+        return f"dbt-spark-streaming-{json.load(fh)['id']}"

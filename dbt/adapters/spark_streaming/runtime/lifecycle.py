@@ -15,7 +15,15 @@ names the paths; locks under the profile's ``checkpoint_root`` when it has one):
   exchange is not available (another OS or filesystem), the old table is moved to ``trash/``
   and the new one into place, two renames, and a crash between them is finished the same way.
 
-With a ``checkpoint_root`` (object storage) a full refresh rebuilds in place instead (``clear``).
+With a ``checkpoint_root`` (as object storage needs), the checkpoint is not beside the table,
+and object storage cannot rename a directory. A streaming_view's full refresh is built aside
+all the same (``refresh/<schema>.<identifier>`` under the warehouse, its checkpoint under
+the control root), then swapped in by one Delta commit (``swap_by_commit``, delta/swap.py):
+readers see the old rows until that commit, then the new ones. A token file under the control
+root marks the build complete; a crash after it is finished by the next run of the model
+(``recover_by_commit``): the commit is made unless the table has it, then the checkpoint is
+moved in. An upsert_table (its changelog and partials are tables of their own, with versions
+that name the table's) is rebuilt in place (``clear``).
 """
 
 from __future__ import annotations
@@ -33,9 +41,10 @@ from contextlib import contextmanager
 from typing import Iterator, Optional
 
 from .. import layout
-from ..delta import storage
+from ..delta import storage, swap
 from ..errors import StreamingError
 from ..faults import fault_point
+from .checkpoint import query_app_id
 
 COMPLETE = "_dbt_refresh_complete"
 AT_FDCWD, RENAME_EXCHANGE = -100, 2  # <fcntl.h>, <linux/fs.h>
@@ -194,9 +203,56 @@ def swap_in(warehouse: str, name: str, built: str, target: str) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
+def empty_build_aside(warehouse: str, control: str, name: str) -> tuple[str, str]:
+    """With a checkpoint_root: where to build model `name`'s new table (under the warehouse)
+    and its checkpoint (under the `control` root), both emptied (a crashed build is
+    discarded)."""
+    build = layout.refresh_path(warehouse, name)
+    checkpoint = layout.refresh_checkpoint_path(control, name)
+    storage.remove_tree(build)
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    return build, checkpoint
+
+
+def swap_by_commit(warehouse: str, control: str, name: str, target: str, checkpoint: str) -> None:
+    """Replace the table at `target` and its checkpoint at `checkpoint` by the complete build
+    of `empty_build_aside` (see module docstring)."""
+    token = uuid.uuid4().hex
+    storage.write_text(_made(layout.refresh_marker_path(control, name)), token)
+    fault_point("refresh_built", -1)
+    _commit_swap(warehouse, control, name, target, checkpoint, token)
+
+
+def _commit_swap(
+    warehouse: str, control: str, name: str, target: str, checkpoint: str, token: str
+) -> None:
+    built = layout.refresh_path(warehouse, name)
+    built_checkpoint = layout.refresh_checkpoint_path(control, name)
+    if os.path.isdir(built_checkpoint):  # else it was moved in, after the table's commit
+        app_id = query_app_id(built_checkpoint)
+        swap.replace_with(target, built, token, app_id)
+        fault_point("refresh_swapping", -1)
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        os.rename(built_checkpoint, _made(checkpoint))
+    os.remove(layout.refresh_marker_path(control, name))
+    storage.remove_tree(built)
+
+
+def recover_by_commit(
+    warehouse: str, control: str, name: str, target: str, checkpoint: str
+) -> bool:
+    """Finish a full refresh of `swap_by_commit` that crashed once its build was complete;
+    True if one was."""
+    marker = layout.refresh_marker_path(control, name)
+    if not os.path.exists(marker):
+        return False
+    _commit_swap(warehouse, control, name, target, checkpoint, storage.read_text(marker).strip())
+    return True
+
+
 def clear(table: str, checkpoint: str) -> None:
-    """Delete a table and its checkpoint, for a full refresh that rebuilds it in place (when the
-    checkpoint is not beside the table: a `checkpoint_root`, as object storage needs). Readers
+    """Delete a table and its checkpoint, for a full refresh that rebuilds it in place (an
+    upsert_table whose checkpoint is not beside it: a `checkpoint_root`). Readers
     see the table empty, then growing, until the rebuild is done; a crash meanwhile leaves a
     consistent prefix of it, which the next run goes on from."""
     # the checkpoint first: a table without one is refused (SSR305), a checkpoint without its

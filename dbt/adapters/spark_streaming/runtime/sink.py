@@ -26,6 +26,7 @@ from ..delta.storage import is_delta
 from ..delta.upsert import UpsertCommitter, create_changelog
 from . import partials as state
 from . import upsert
+from .checkpoint import query_app_id
 from .model import Places, StreamingModel
 from .runner import Monitor
 
@@ -122,7 +123,7 @@ class ModelSink:
         self._progress(batch_id, count, versions, meta["watermark"])
 
     def _committers(self) -> list:
-        app_id = f"dbt-spark-streaming-{_query_id(self.checkpoint)}"
+        app_id = query_app_id(self.checkpoint)
         committers: list = [
             UpsertCommitter(
                 self.build,
@@ -171,12 +172,6 @@ class ModelSink:
         (runtime/progress.py)."""
         if self.monitor is not None:
             self.monitor.batch(batch_id, count, watermark)
-
-
-def _query_id(checkpoint: str) -> str:
-    """The id of the query whose checkpoint is at `checkpoint` (it survives restarts)."""
-    with open(os.path.join(checkpoint, "metadata")) as fh:
-        return json.load(fh)["id"]
 
 
 def _read_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, int], int, int, dict]:

@@ -268,8 +268,15 @@ def _places(catalog: Catalog, model: StreamingModel, plan) -> Places:
     sources = {name: catalog.location_of(name) for name in plan.sources}
     if catalog.checkpoint_root:
         # The checkpoint is not beside the table, and object storage cannot rename a
-        # directory: a full refresh rebuilds the table in place (lifecycle.clear).
+        # directory: a streaming_view's full refresh is swapped in by a commit, an
+        # upsert_table's rebuilt in place (lifecycle.py).
         checkpoint = catalog.checkpoint(model.name, target)
+        control = catalog.control
+        if lifecycle.recover_by_commit(catalog.warehouse, control, model.name, target, checkpoint):
+            logger.info(f"{model.name}: finished a full refresh that was built but not swapped in")
+        if model.full_refresh and plan.upsert is None:
+            build, aside = lifecycle.empty_build_aside(catalog.warehouse, control, model.name)
+            return Places(target, build, sources, aside)
         return Places(target, target, sources, checkpoint, rebuild=model.full_refresh)
     if lifecycle.recover(catalog.warehouse, model.name, target):
         logger.info(
@@ -438,7 +445,12 @@ def _finish(
     """Swap in a full refresh's table, rebind the table, and summarise the run (logged)."""
     if model.full_refresh:
         sink.ensure_table()  # no source rows at all: the rebuilt table is empty
-        if not places.rebuild:
+        if catalog.checkpoint_root and not places.rebuild:
+            live = catalog.checkpoint(model.name, places.target)
+            lifecycle.swap_by_commit(
+                catalog.warehouse, catalog.control, model.name, places.target, live
+            )
+        elif not places.rebuild:
             lifecycle.swap_in(catalog.warehouse, model.name, places.build, places.target)
         logger.info(
             f"{model.name}: --full-refresh rebuilt the table from the sources' full history"
