@@ -77,3 +77,69 @@ def test_full_refresh_on_s3_swaps_in_by_one_commit(s3, tmp_path):
     ids = batch_ids(table)
     assert ids[-1] > swap["batch_id"]
     assert "PASS=1" in _ok(run(project, ["dbt", "test"]))
+
+
+COUNTS = (
+    "{{ config(materialized='upsert_table', state_ttl='1 day') }}\n"
+    "SELECT item, COUNT(*) AS n, SUM(price) AS total FROM {{ source('feed', 'events') }} "
+    "GROUP BY item"
+)
+
+
+def per_item(*tables) -> list[tuple]:
+    """(item, n, total, top) of the events."""
+    out: dict = {}
+    for r in [r for t in tables for r in t.to_pylist()]:
+        n, total, top = out.get(r["item"], (0, 0.0, None))
+        out[r["item"]] = (n + 1, total + r["price"], max(top or r["price"], r["price"]))
+    return sorted((item, *values) for item, values in out.items())
+
+
+def replayed(table: str) -> list[tuple]:
+    """The changelog applied in (_commit_version, deletes first) order."""
+    log = DeltaTable(layout.changelog_path(table)).to_pyarrow_table().to_pylist()
+    log.sort(key=lambda r: (r["_commit_version"], r["_op"] not in ("-U", "-D")))
+    out: dict = {}
+    for r in log:
+        row = (r["item"], r["n"], r["total"], r["top"])
+        if r["_op"] in ("-U", "-D"):
+            assert out.pop(r["item"]) == row, r
+        else:
+            assert r["_op"] == "+U" or r["item"] not in out, r
+            out[r["item"]] = row
+    return sorted(out.values())
+
+
+def test_upsert_table_full_refresh_on_s3_swaps_changelog_and_partials(s3, tmp_path):
+    """An upsert_table with state_ttl partials: its partials, its changelog (squashed to the
+    rebuilt rows, +I at the swap's version) and its table are swapped in; killed after the
+    table's commit, the next run finishes; the next batches update all three, the changelog
+    replays to the table, and snapshot_equivalence holds."""
+    keys = s3_keys(s3, tmp_path)
+    project, source = small_project(tmp_path, "local[2]", "counts", COUNTS, **keys)
+    (project / "models" / "tests.yml").write_text(
+        "models:\n  - {name: counts, data_tests: [snapshot_equivalence]}\n"
+    )
+    table = storage.join(keys["warehouse_path"], "analytics", "counts")
+    first, second, third = events(0), events(20, 50), events(40, 30)
+    write_deltalake(source, first)
+    _ok(run(project, ["dbt", "run"]))
+    assert [r[:3] for r in rows(table)] == [r[:3] for r in per_item(first)]
+
+    new = COUNTS.replace("AS total", "AS total, MAX(price) AS top")  # another aggregate
+    (project / "models" / "counts.sql").write_text(new)
+    write_deltalake(source, second, mode="append")
+    refresh = ["dbt", "run", "--full-refresh"]
+    _killed(run(project, refresh, fault="refresh_swapping"), "refresh_swapping")
+    assert rows(table) == per_item(first, second) == replayed(table)
+    version = DeltaTable(table).version()
+    log = DeltaTable(layout.changelog_path(table)).to_pyarrow_table().to_pylist()
+    assert {(r["_op"], r["_commit_version"]) for r in log} == {("+I", version)}
+    assert storage.is_delta(layout.partials_path(table))
+
+    out = _ok(run(project, ["dbt", "run"]))
+    assert "finished a full refresh that was built but not swapped in" in out
+    write_deltalake(source, third, mode="append")
+    _ok(run(project, ["dbt", "run"]))
+    assert rows(table) == per_item(first, second, third) == replayed(table)
+    assert "PASS=1" in _ok(run(project, ["dbt", "test"]))

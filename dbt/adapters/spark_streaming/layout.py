@@ -26,9 +26,8 @@ write its checkpoints here), a model's checkpoint is not beside its table but at
 
     <checkpoint_root>/.dbt_streaming/checkpoints/<schema>.<identifier>/
 
-and a full refresh of a streaming_view builds the new table aside all the same but swaps it in
-by one commit (object storage cannot rename a directory); an upsert_table's is rebuilt in
-place (runtime/lifecycle.py).
+and a full refresh builds the new table aside all the same but swaps it in by Delta commits
+(object storage cannot rename a directory; runtime/lifecycle.py).
 
 Existing tables and checkpoints depend on these paths: changing one strands them. The functions
 only name paths; none creates or reads anything. Standard library only, so that every part

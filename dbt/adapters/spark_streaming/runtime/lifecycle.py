@@ -16,14 +16,13 @@ names the paths; locks under the profile's ``checkpoint_root`` when it has one):
   and the new one into place, two renames, and a crash between them is finished the same way.
 
 With a ``checkpoint_root`` (as object storage needs), the checkpoint is not beside the table,
-and object storage cannot rename a directory. A streaming_view's full refresh is built aside
-all the same (``refresh/<schema>.<identifier>`` under the warehouse, its checkpoint under
-the control root), then swapped in by one Delta commit (``swap_by_commit``, delta/swap.py):
-readers see the old rows until that commit, then the new ones. A token file under the control
-root marks the build complete; a crash after it is finished by the next run of the model
-(``recover_by_commit``): the commit is made unless the table has it, then the checkpoint is
-moved in. An upsert_table (its changelog and partials are tables of their own, with versions
-that name the table's) is rebuilt in place (``clear``).
+and object storage cannot rename a directory. A full refresh is built aside all the same
+(``refresh/<schema>.<identifier>`` under the warehouse, its checkpoint under the control
+root), then swapped in by Delta commits (``swap_by_commit``, delta/swap.py: an upsert_table's
+changelog and partials, then the table): readers see the old rows until the table's commit,
+then the new ones. A token file under the control root marks the build complete; a crash
+after it is finished by the next run of the model (``recover_by_commit``): each commit is made
+unless its table has it, then the checkpoint is moved in.
 """
 
 from __future__ import annotations
@@ -214,23 +213,25 @@ def empty_build_aside(warehouse: str, control: str, name: str) -> tuple[str, str
     return build, checkpoint
 
 
-def swap_by_commit(warehouse: str, control: str, name: str, target: str, checkpoint: str) -> None:
-    """Replace the table at `target` and its checkpoint at `checkpoint` by the complete build
-    of `empty_build_aside` (see module docstring)."""
-    token = uuid.uuid4().hex
-    storage.write_text(_made(layout.refresh_marker_path(control, name)), token)
+def swap_by_commit(
+    warehouse: str, control: str, name: str, target: str, checkpoint: str, keys: list[str]
+) -> None:
+    """Replace the table at `target` (`keys`: an upsert_table's unique key) and its checkpoint
+    at `checkpoint` by the complete build of `empty_build_aside` (see module docstring)."""
+    marker = {"token": uuid.uuid4().hex, "keys": keys}
+    storage.write_text(_made(layout.refresh_marker_path(control, name)), json.dumps(marker))
     fault_point("refresh_built", -1)
-    _commit_swap(warehouse, control, name, target, checkpoint, token)
+    _commit_swap(warehouse, control, name, target, checkpoint, marker)
 
 
 def _commit_swap(
-    warehouse: str, control: str, name: str, target: str, checkpoint: str, token: str
+    warehouse: str, control: str, name: str, target: str, checkpoint: str, marker: dict
 ) -> None:
     built = layout.refresh_path(warehouse, name)
     built_checkpoint = layout.refresh_checkpoint_path(control, name)
     if os.path.isdir(built_checkpoint):  # else it was moved in, after the table's commit
         app_id = query_app_id(built_checkpoint)
-        swap.replace_with(target, built, token, app_id)
+        swap.replace_with(target, built, marker["token"], app_id, marker["keys"])
         fault_point("refresh_swapping", -1)
         shutil.rmtree(checkpoint, ignore_errors=True)
         os.rename(built_checkpoint, _made(checkpoint))
@@ -246,19 +247,8 @@ def recover_by_commit(
     marker = layout.refresh_marker_path(control, name)
     if not os.path.exists(marker):
         return False
-    _commit_swap(warehouse, control, name, target, checkpoint, storage.read_text(marker).strip())
+    _commit_swap(warehouse, control, name, target, checkpoint, _read(marker))
     return True
-
-
-def clear(table: str, checkpoint: str) -> None:
-    """Delete a table and its checkpoint, for a full refresh that rebuilds it in place (an
-    upsert_table whose checkpoint is not beside it: a `checkpoint_root`). Readers
-    see the table empty, then growing, until the rebuild is done; a crash meanwhile leaves a
-    consistent prefix of it, which the next run goes on from."""
-    # the checkpoint first: a table without one is refused (SSR305), a checkpoint without its
-    # table would resume into an empty one
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    storage.remove_tree(table)
 
 
 def _finish(old: str, target: str) -> None:

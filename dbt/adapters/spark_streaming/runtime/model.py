@@ -61,7 +61,6 @@ class Places:
     build: str  # where this run writes: the target, or aside for a full refresh (lifecycle.py)
     sources: dict[str, str]  # each source of the plan -> its Delta table, in the plan's order
     checkpoint: str  # Spark's checkpoint of the query (Catalog.checkpoint)
-    rebuild: bool = False  # a full refresh in place: table and checkpoint cleared first
 
 
 class SourceSchemas(Mapping):

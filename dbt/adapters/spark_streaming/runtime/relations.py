@@ -61,7 +61,7 @@ def drop(catalog: Catalog, schema: str, identifier: str) -> None:
     path = catalog.location(schema, identifier)
     catalog.unbind(schema, identifier)
     drop_view(catalog.session, catalog, schema, identifier)
-    if catalog.checkpoint_root:  # first: see lifecycle.clear
+    if catalog.checkpoint_root:  # first: a checkpoint without its table would resume into none
         shutil.rmtree(catalog.checkpoint(f"{schema}.{identifier}", path), True)
     storage.remove_tree(path)
 

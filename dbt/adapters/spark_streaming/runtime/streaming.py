@@ -191,12 +191,9 @@ def _run(
         return _nothing_new(model, plan, places, previous, started)
     df, results, schema = _plan_dataframe(spark, model, plan, places, options)
     sink = ModelSink(spark, model, plan, places, schema, started, monitor)
-    if not places.rebuild:
-        _check_columns(model, plan, places, sink, previous if changed else None)
+    _check_columns(model, plan, places, sink, previous if changed else None)
     if idle:  # a changed query, its columns rewritten: no batch to run
         return _nothing_new(model, plan, places, previous, started)
-    if places.rebuild:
-        lifecycle.clear(places.target, places.checkpoint)
     record_query(places.build, plan, model)  # for snapshot_equivalence
     closing = plan_no_data_batch(places.checkpoint)
     if closing is not None:  # a crash after a batch's commit, before Spark planned this one
@@ -268,16 +265,15 @@ def _places(catalog: Catalog, model: StreamingModel, plan) -> Places:
     sources = {name: catalog.location_of(name) for name in plan.sources}
     if catalog.checkpoint_root:
         # The checkpoint is not beside the table, and object storage cannot rename a
-        # directory: a streaming_view's full refresh is swapped in by a commit, an
-        # upsert_table's rebuilt in place (lifecycle.py).
+        # directory: a full refresh is swapped in by commits (lifecycle.py).
         checkpoint = catalog.checkpoint(model.name, target)
         control = catalog.control
         if lifecycle.recover_by_commit(catalog.warehouse, control, model.name, target, checkpoint):
             logger.info(f"{model.name}: finished a full refresh that was built but not swapped in")
-        if model.full_refresh and plan.upsert is None:
+        if model.full_refresh:
             build, aside = lifecycle.empty_build_aside(catalog.warehouse, control, model.name)
             return Places(target, build, sources, aside)
-        return Places(target, target, sources, checkpoint, rebuild=model.full_refresh)
+        return Places(target, target, sources, checkpoint)
     if lifecycle.recover(catalog.warehouse, model.name, target):
         logger.info(
             f"{model.name}: finished a full refresh that was interrupted while swapping tables"
@@ -302,8 +298,6 @@ def _check_sources_and_state(
                 "Run `dbt seed` / the upstream model first, or set the source's "
                 "`meta: {location: ...}`.",
             )
-    if places.rebuild:  # the table and its state are about to be cleared
-        return {}
     previous = _check_state(model, plan, places.build, places.checkpoint, catalog) or {}
     preflight.check_checkpoint(places.checkpoint, model.identifier)
     streams = _streams(model, plan, places)
@@ -445,12 +439,12 @@ def _finish(
     """Swap in a full refresh's table, rebind the table, and summarise the run (logged)."""
     if model.full_refresh:
         sink.ensure_table()  # no source rows at all: the rebuilt table is empty
-        if catalog.checkpoint_root and not places.rebuild:
+        if catalog.checkpoint_root:
             live = catalog.checkpoint(model.name, places.target)
             lifecycle.swap_by_commit(
-                catalog.warehouse, catalog.control, model.name, places.target, live
+                catalog.warehouse, catalog.control, model.name, places.target, live, sink.keys
             )
-        elif not places.rebuild:
+        else:
             lifecycle.swap_in(catalog.warehouse, model.name, places.build, places.target)
         logger.info(
             f"{model.name}: --full-refresh rebuilt the table from the sources' full history"
