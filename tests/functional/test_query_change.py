@@ -162,11 +162,12 @@ class TestUpsertTableRename:
 
     seeds = TestQueryChange.seeds
     project_config_update = TestQueryChange.project_config_update
+    sql = COUNTS
 
     @pytest.fixture(scope="class")
     def models(self):
         return {
-            "counts.sql": COUNTS,
+            "counts.sql": self.sql,
             "tests.yml": "models:\n  - {name: counts, data_tests: [snapshot_equivalence]}\n",
         }
 
@@ -176,7 +177,7 @@ class TestUpsertTableRename:
         out = table_path(project, "counts")
         assert rows(out) == [("A", 2, 5.0), ("B", 2, 7.0)]
         with open(os.path.join(project.project_root, "models", "counts.sql"), "w") as fh:
-            fh.write(COUNTS.replace("AS n,", "AS bids,"))
+            fh.write(self.sql.replace("AS n,", "AS bids,"))
         _, log = run_dbt_and_capture(["run"])
         assert "columns changed (n -> bids)" in log
         assert DeltaTable(out).to_pyarrow_table().column_names == ["item", "bids", "total"]
@@ -203,7 +204,7 @@ class TestUpsertTableRenameCrash(TestUpsertTableRename):
         run_dbt(["run"])
         out = table_path(project, "counts")
         with open(os.path.join(project.project_root, "models", "counts.sql"), "w") as fh:
-            fh.write(COUNTS.replace("AS n,", "AS bids,"))
+            fh.write(self.sql.replace("AS n,", "AS bids,"))
         proc = dbt_subprocess(project, "run", fault="columns_rewriting")
         assert proc.returncode == EXIT_CODE, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert DeltaTable(out).to_pyarrow_table().column_names == ["item", "n", "total"]
@@ -215,4 +216,33 @@ class TestUpsertTableRenameCrash(TestUpsertTableRename):
         assert DeltaTable(changelog_path(out)).version() == version  # not rewritten again
         assert DeltaTable(out).to_pyarrow_table().column_names == ["item", "bids", "total"]
         assert rows(out) == [("A", 2, 5.0), ("B", 2, 7.0)]
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]
+
+
+class TestStateTtlRename(TestUpsertTableRename):
+    """The same rename of a state_ttl upsert_table: its partials (keyed and named by position,
+    __k0/__p0) stay as they are."""
+
+    sql = COUNTS.replace("constant_domain=['item']", "state_ttl='1 day'")
+
+
+class TestUpsertTableProjection(TestUpsertTableRename):
+    """A projection change of an upsert_table keeps the state: a key written since holds the
+    new query's row, a key not written since the old query's, and snapshot_equivalence
+    expects just that (the changelog says which keys the new query wrote)."""
+
+    def test_rename_rewrites_table_and_changelog(self, project):
+        run_dbt(["seed"])
+        run_dbt(["run"])
+        out = table_path(project, "counts")
+        with open(os.path.join(project.project_root, "models", "counts.sql"), "w") as fh:
+            fh.write(self.sql.replace("SUM(price) AS total", "SUM(price) * 2 AS total"))
+        _, log = run_dbt_and_capture(["run"])
+        assert "class keeps_state" in log
+        append_bids(
+            table_path(project, "bids"),
+            [("2020-04-15 09:00:00", 3, "A"), ("2020-04-15 09:01:00", 1, "C")],
+        )
+        run_dbt(["run"])
+        assert rows(out) == [("A", 3, 16.0), ("B", 2, 7.0), ("C", 1, 2.0)]
         assert [r.status for r in run_dbt(["test"])] == ["pass"]

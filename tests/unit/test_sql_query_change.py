@@ -55,3 +55,26 @@ def test_a_query_without_state_may_change_its_projection_and_filter():
         old, _plan("SELECT bidtime, price FROM a.bids WHERE price > 2", None)
     ).keeps_state
     assert not classify(old, _plan(BASE)).keeps_state  # an aggregation added
+
+
+COUNTS = "SELECT item, COUNT(*) AS n, SUM(price) AS total FROM a.bids GROUP BY item"
+
+
+def _ttl(sql):
+    return compile_query(
+        sql,
+        schemas=SCHEMAS,
+        watermark_delay=None,
+        materialization="upsert_table",
+        state_ttl="1 day",
+    )
+
+
+def test_a_state_ttl_projection_keeps_its_partials():
+    """Partials are keyed and named by position (__k0, __p0): the final projection is not
+    state, their aggregates are."""
+    old = _ttl(COUNTS)
+    for sql in (COUNTS.replace("AS n", "AS bids"), COUNTS.replace("SUM(price)", "SUM(price) * 2")):
+        assert classify(old, _ttl(sql)).keeps_state, sql
+    changed = classify(old, _ttl(COUNTS.replace("SUM(price)", "MAX(price)")))
+    assert not changed.keeps_state and "upsert maintenance" in changed.what

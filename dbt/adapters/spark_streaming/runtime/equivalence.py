@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from functools import reduce
 from typing import Any, Optional
 
 from ..delta.sink import commit_history
@@ -247,29 +246,47 @@ def _expected(spark, catalog: Catalog, target: str, plan, batches: list[dict], p
     """The batch query's rows for the table. A query changed in a way that kept the state
     (runtime/changes.py) ran from the batch after the change on: an append-only table holds,
     for each query in turn, what it emitted over its batches, less what it would have emitted
-    up to the change (the earlier query's rows), their columns as a change of the columns left
-    them. An upsert_table is compared with its last query alone (a key's row is the last
-    query's once the key is written again)."""
+    up to the change (the earlier query's rows); an upsert_table holds, for each key, the row
+    of the last query that wrote it (its changelog says which). The earlier queries' rows have
+    their columns as a change of the columns left them."""
     ends = [
         i
         for i, b in enumerate(batches)
         if i + 1 == len(batches) or batches[i + 1]["fingerprint"] != b["fingerprint"]
     ]
-    if len(ends) == 1 or plan.upsert is not None:
+    if len(ends) == 1:
         return _emitted(spark, catalog, plan, batches, f"{prefix}_in")
-    parts, start = [], 0
+    expected, start = None, 0
     for n, end in enumerate(ends):
         query = plan if end == ends[-1] else _plan(catalog, target, batches[end]["fingerprint"])
         rows = _emitted(spark, catalog, query, batches[: end + 1], f"{prefix}_in{n}")
-        if start:
-            earlier = _emitted(spark, catalog, query, batches[:start], f"{prefix}_in{n}b")
-            rows = rows.exceptAll(earlier.select(rows.columns))
+        if expected is not None:
             columns = batches[start].get("columns")  # the change rewrote the table's columns
             if columns:
-                parts = [_rewritten(part, columns, rows.schema) for part in parts]
-        parts.append(rows)
-        start = end + 1
-    return reduce(lambda a, b: a.unionByName(b), parts)
+                expected = _rewritten(expected, columns, rows.schema)
+            if plan.upsert is None:
+                earlier = _emitted(spark, catalog, query, batches[:start], f"{prefix}_in{n}b")
+                rows = expected.unionByName(rows.exceptAll(earlier.select(rows.columns)))
+            else:
+                rows = _by_last_writer(spark, target, plan, expected, rows, batches[start])
+        expected, start = rows, end + 1
+    return expected
+
+
+def _by_last_writer(spark, target: str, plan, before, after, first: dict):
+    """An upsert_table's rows: of `after` (the new query's) for the keys its batches wrote, from
+    the commit `first` on; of `before` (the earlier queries') for the others."""
+    from ..delta.upsert import VERSION
+
+    keys = [k for k in before.columns if k.lower() in {u.lower() for u in plan.upsert.unique_key}]
+    log = spark.read.format(FORMAT).load(changelog_path(target))
+    written = log.where(f"{VERSION} >= {int(first['table_version'])}").select(*keys).distinct()
+
+    def on(df):
+        return [df[f"`{k}`"].eqNullSafe(written[f"`{k}`"]) for k in keys]
+
+    kept = before.join(written, on(before), "left_anti")
+    return kept.unionByName(after.join(written, on(after), "left_semi"))
 
 
 def _rewritten(rows, columns: list, schema):

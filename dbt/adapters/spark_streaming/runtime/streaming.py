@@ -211,10 +211,10 @@ def _check_columns(model: StreamingModel, plan, places: Places, sink: ModelSink,
     were renamed, added or dropped, the table (and an upsert_table's changelog) is rewritten
     with the new columns (the old rows NULL in an added one) in one commit that carries that
     metadata with the new query's fingerprint and the columns' sources (for
-    snapshot_equivalence), so once. Not for state_ttl partials, which carry the columns too."""
+    snapshot_equivalence), so once. A state_ttl model's partials name no output column."""
     written = sink.arrow_schema
     change = preflight.column_sources(places.build, written) if changed else None
-    if change is None or sink.partials:
+    if change is None:
         preflight.check_columns(model.identifier, places.build, written)
         return
     sources, words = change

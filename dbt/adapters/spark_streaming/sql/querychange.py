@@ -18,7 +18,7 @@ operation) is compared whole, projection included.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Tuple
 
 from sqlglot import exp
@@ -64,10 +64,13 @@ def _changes(what: str) -> QueryChange:
 
 
 def _upsert_identity(plan) -> Optional[Tuple]:
+    """What of an upsert_table's maintenance its state depends on: a state_ttl model's partials
+    are keyed and named by position (__k0, __p0), so its final projection is not in it."""
     spec = plan.upsert
     if spec is None:
         return None
-    return (tuple(spec.unique_key), spec.output_mode, spec.rank_sql, spec.partials)
+    partials = spec.partials and replace(spec.partials, final_sql="")
+    return (tuple(spec.unique_key), spec.output_mode, spec.rank_sql, partials)
 
 
 def _sql(tree: exp.Expr) -> str:
