@@ -61,6 +61,12 @@ class Places:
     build: str  # where this run writes: the target, or aside for a full refresh (lifecycle.py)
     sources: dict[str, str]  # each source of the plan -> its Delta table, in the plan's order
     checkpoint: str  # Spark's checkpoint of the query (Catalog.checkpoint)
+    dimensions: frozenset[str] = frozenset()  # the sources joined as tables (config dimensions)
+
+    @property
+    def streams(self) -> dict[str, str]:
+        """The sources read as streams (not `dimensions`), name -> Delta table."""
+        return {n: p for n, p in self.sources.items() if n not in self.dimensions}
 
 
 class SourceSchemas(Mapping):

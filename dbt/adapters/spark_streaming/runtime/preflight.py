@@ -19,6 +19,8 @@ what is wrong and which way out works, instead of a Spark failure that every `db
   would write columns its table does not have.
 - The places written (SSR325): the table's directory and the control root (locks) must be
   writable; a read-only file system or a directory without write permission fails here.
+- The model's state (`check_state`): a changed query (runtime/changes.py), a table without its
+  checkpoint (SSR305) or a checkpoint without its table (SSR308).
 
 The offset log format: runtime/checkpoint.py.
 """
@@ -35,8 +37,13 @@ from .. import layout
 from ..delta import offsets, storage, types
 from ..delta.log import Log, starting_position, table_id
 from ..delta.offsets import Position
+from ..delta.sink import last_metadata
 from ..delta.source import read_change_feed, skip_change_commits
+from ..delta.storage import is_delta
 from ..errors import StreamingError
+from .catalog import Catalog
+from .changes import check_query_change
+from .model import Places, StreamingModel
 
 _VERSION_LINE = re.compile(r"^v\d+$")
 REMOTE_CHECKS = 256  # files of a source on object storage checked to exist, at most
@@ -307,3 +314,60 @@ def _read_only(path: str) -> bool:
 def control_root(control: str) -> str:
     """The directory the model's lock is written in (layout.py)."""
     return layout.warehouse_path(control, "locks")
+
+
+# The model's sources and state, in the order a run checks them.
+
+
+def check_sources_and_state(
+    model: StreamingModel, plan, places: Places, options: dict, catalog: Catalog
+) -> dict:
+    """Refuse, before any stream starts, a source without a Delta table (SSR302), then what
+    check_state and the checks above refuse. Returns the metadata of the table's last
+    commit ({} for a new one)."""
+    for name, path in places.sources.items():
+        if not is_delta(path):
+            raise StreamingError(
+                "SSR302",
+                f"source {name} of {model.name} has no Delta table",
+                f"nothing at {path}",
+                "Run `dbt seed` / the upstream model first, or set the source's "
+                "`meta: {location: ...}`.",
+            )
+    previous = check_state(model, plan, places.build, places.checkpoint, catalog) or {}
+    check_checkpoint(places.checkpoint, model.identifier)
+    check_source_ids(model.identifier, places.streams, previous)
+    check_sources(model.identifier, places.streams, places.checkpoint, options)
+    return previous
+
+
+def check_state(
+    model: StreamingModel, plan, target: str, checkpoint: str, catalog: Optional[Catalog] = None
+) -> Optional[dict]:
+    """Refuse, before any stream starts: a changed query over old state (runtime/changes.py:
+    one that keeps the state goes on), a table whose checkpoint is gone (SSR305), a checkpoint
+    whose table is gone (SSR308). Returns the metadata of the table's last commit (None for a
+    new table)."""
+    previous = last_metadata(target)
+    if previous and previous.get("fingerprint") != plan.fingerprint:
+        check_query_change(catalog, model, plan, target, previous["fingerprint"])
+    if (
+        previous
+        and previous.get("batch_id") is not None
+        and not os.path.isdir(os.path.join(checkpoint, "offsets"))
+    ):
+        raise StreamingError(
+            "SSR305",
+            f"the checkpoint of {model.name} is missing ({checkpoint})",
+            "without it the stream would reprocess every source version and duplicate rows",
+            "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild the table.",
+        )
+    offsets = os.path.join(checkpoint, "offsets")
+    if previous is None and os.path.isdir(offsets) and os.listdir(offsets):
+        raise StreamingError(
+            "SSR308",
+            f"the table of {model.name} is missing but its checkpoint is not ({checkpoint})",
+            "the stream would resume after the batches it already wrote, into an empty table",
+            "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild the table.",
+        )
+    return previous

@@ -19,9 +19,8 @@ from typing import Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 
-from ..delta.sink import last_metadata, rewrite_columns
+from ..delta.sink import rewrite_columns
 from ..delta.source import FORMAT, consumed, read_change_feed, skip_change_commits
-from ..delta.storage import is_delta
 from ..delta.upsert import rewrite_changelog
 from ..errors import StreamingError
 from ..faults import fault_point
@@ -182,8 +181,8 @@ def _run(
     a processing-time trigger until `monitor` stops it."""
     places = _places(catalog, model, plan)
     options = admission.source_options(model.config)  # max_files_per_trigger, starting_version...
-    previous = _check_sources_and_state(model, plan, places, options, catalog)
-    streams = _streams(model, plan, places)
+    previous = preflight.check_sources_and_state(model, plan, places, options, catalog)
+    streams = places.streams
     admission.check_start(options, streams, places.checkpoint)
     changed = previous.get("fingerprint") not in (None, plan.fingerprint)  # keeping its state
     idle = interval is None and _nothing_to_run(model, plan, places, options)
@@ -233,7 +232,7 @@ def _nothing_to_run(model: StreamingModel, plan, places: Places, options: dict) 
     """Whether the query, started now with the available-now trigger (and the source
     `options`), would run no batch (checkpoint.caught_up): then the run need not start it, nor
     Spark."""
-    streams = _streams(model, plan, places)
+    streams = places.streams
     return (
         not model.full_refresh
         and bool(streams)
@@ -251,7 +250,7 @@ def _nothing_new(
     response = StreamingAdapterResponse(
         _message="",
         watermark=previous.get("watermark"),
-        versions_behind=progress.versions_behind(_streams(model, plan, places), places.checkpoint),
+        versions_behind=progress.versions_behind(places.streams, places.checkpoint),
         duration_s=round(time.time() - started, 2),
     )
     logger.info(report.log_line(model, response, places.sources))
@@ -263,6 +262,7 @@ def _places(catalog: Catalog, model: StreamingModel, plan) -> Places:
     """Where this run reads and writes, once an interrupted full refresh is finished."""
     target = model.location(catalog)
     sources = {name: catalog.location_of(name) for name in plan.sources}
+    dimensions = _dimensions(model, plan)
     if catalog.checkpoint_root:
         # The checkpoint is not beside the table, and object storage cannot rename a
         # directory: a full refresh is swapped in by commits (lifecycle.py).
@@ -272,76 +272,15 @@ def _places(catalog: Catalog, model: StreamingModel, plan) -> Places:
             logger.info(f"{model.name}: finished a full refresh that was built but not swapped in")
         if model.full_refresh:
             build, aside = lifecycle.empty_build_aside(catalog.warehouse, control, model.name)
-            return Places(target, build, sources, aside)
-        return Places(target, target, sources, checkpoint)
+            return Places(target, build, sources, aside, dimensions)
+        return Places(target, target, sources, checkpoint, dimensions)
     if lifecycle.recover(catalog.warehouse, model.name, target):
         logger.info(
             f"{model.name}: finished a full refresh that was interrupted while swapping tables"
         )
     # A full refresh builds the new table aside; the old one stays readable until it is complete.
     build = lifecycle.empty_build(catalog.warehouse, model.name) if model.full_refresh else target
-    return Places(target, build, sources, catalog.checkpoint(model.name, build))
-
-
-def _check_sources_and_state(
-    model: StreamingModel, plan, places: Places, options: dict, catalog: Catalog
-) -> dict:
-    """Refuse, before any stream starts, a source without a Delta table (SSR302), then what
-    _check_state and runtime/preflight.py refuse. Returns the metadata of the table's last
-    commit ({} for a new one)."""
-    for name, path in places.sources.items():
-        if not is_delta(path):
-            raise StreamingError(
-                "SSR302",
-                f"source {name} of {model.name} has no Delta table",
-                f"nothing at {path}",
-                "Run `dbt seed` / the upstream model first, or set the source's "
-                "`meta: {location: ...}`.",
-            )
-    previous = _check_state(model, plan, places.build, places.checkpoint, catalog) or {}
-    preflight.check_checkpoint(places.checkpoint, model.identifier)
-    streams = _streams(model, plan, places)
-    preflight.check_source_ids(model.identifier, streams, previous)
-    preflight.check_sources(model.identifier, streams, places.checkpoint, options)
-    return previous
-
-
-def _streams(model: StreamingModel, plan, places: Places) -> dict[str, str]:
-    """The sources read as streams (not `dimensions`), name -> Delta table."""
-    dimensions = _dimensions(model, plan)
-    return {n: p for n, p in places.sources.items() if n not in dimensions}
-
-
-def _check_state(
-    model: StreamingModel, plan, target: str, checkpoint: str, catalog: Optional[Catalog] = None
-) -> Optional[dict]:
-    """Refuse, before any stream starts: a changed query over old state (runtime/changes.py:
-    one that keeps the state goes on), a table whose
-    checkpoint is gone, a checkpoint whose table is gone. Returns the metadata of the table's
-    last commit (None for a new table)."""
-    previous = last_metadata(target)
-    if previous and previous.get("fingerprint") != plan.fingerprint:
-        check_query_change(catalog, model, plan, target, previous["fingerprint"])
-    if (
-        previous
-        and previous.get("batch_id") is not None
-        and not os.path.isdir(os.path.join(checkpoint, "offsets"))
-    ):
-        raise StreamingError(
-            "SSR305",
-            f"the checkpoint of {model.name} is missing ({checkpoint})",
-            "without it the stream would reprocess every source version and duplicate rows",
-            "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild the table.",
-        )
-    offsets = os.path.join(checkpoint, "offsets")
-    if previous is None and os.path.isdir(offsets) and os.listdir(offsets):
-        raise StreamingError(
-            "SSR308",
-            f"the table of {model.name} is missing but its checkpoint is not ({checkpoint})",
-            "the stream would resume after the batches it already wrote, into an empty table",
-            "Run `dbt run --full-refresh -s " + model.identifier + "` to rebuild the table.",
-        )
-    return previous
+    return Places(target, build, sources, catalog.checkpoint(model.name, build), dimensions)
 
 
 def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options: dict):
@@ -351,11 +290,10 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options:
     (None: its rows are; see runtime/over.py), and their schema."""
     from pyspark.errors import PySparkException
 
-    dimensions = _dimensions(model, plan)
     bindings = {}
     for i, (name, path) in enumerate(places.sources.items()):
         view = f"__dss_{model.schema}_{model.identifier}_{i}"
-        if name in dimensions:  # a table, read at its latest version when each micro-batch runs
+        if name in places.dimensions:  # a table, read at its latest version in each micro-batch
             spark.read.format(FORMAT).load(path).createOrReplaceTempView(view)
         else:
             reader = spark.readStream.format(FORMAT).options(**options).option("table", name)
@@ -377,12 +315,12 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options:
         ) from None
 
 
-def _dimensions(model: StreamingModel, plan) -> set[str]:
+def _dimensions(model: StreamingModel, plan) -> frozenset[str]:
     """The sources named in config `dimensions` (by model name or schema.identifier; sql/state.py
     checked that each names one): joined as tables, not streams (a stream-to-table enrichment
     join)."""
     wanted = upsert.names_config(model.config, "dimensions")
-    return {s for s in plan.sources for w in wanted if w in (s, s.rpartition(".")[2])}
+    return frozenset(s for s in plan.sources for w in wanted if w in (s, s.rpartition(".")[2]))
 
 
 def _start(df, model: StreamingModel, plan, places: Places, sink, interval):
@@ -479,7 +417,7 @@ def _finish(
         state_bytes=progress.state_figures(reports[-1])[1] if reports else 0,
         event_time_lag_s=progress.event_time_lag_s(reports),
         versions_behind=progress.versions_behind(  # the checkpoint, swapped in if rebuilt
-            _streams(model, plan, places), catalog.checkpoint(model.name, places.target)
+            places.streams, catalog.checkpoint(model.name, places.target)
         ),
         duration_s=round(time.time() - started, 2),
     )
