@@ -156,10 +156,7 @@ COUNTS = (
 )
 
 
-class TestUpsertTableRename:
-    """An upsert_table's renamed output column: its table and changelog are rewritten with the
-    new name, and the next batches update them with it."""
-
+class UpsertBase:
     seeds = TestQueryChange.seeds
     project_config_update = TestQueryChange.project_config_update
     sql = COUNTS
@@ -171,13 +168,23 @@ class TestUpsertTableRename:
             "tests.yml": "models:\n  - {name: counts, data_tests: [snapshot_equivalence]}\n",
         }
 
-    def test_rename_rewrites_table_and_changelog(self, project):
+    def built_then_changed(self, project, sql: str) -> str:
+        """Seed, run the model, change its SQL to `sql`; the path of its table."""
         run_dbt(["seed"])
         run_dbt(["run"])
         out = table_path(project, "counts")
         assert rows(out) == [("A", 2, 5.0), ("B", 2, 7.0)]
         with open(os.path.join(project.project_root, "models", "counts.sql"), "w") as fh:
-            fh.write(self.sql.replace("AS n,", "AS bids,"))
+            fh.write(sql)
+        return out
+
+
+class TestUpsertTableRename(UpsertBase):
+    """An upsert_table's renamed output column: its table and changelog are rewritten with the
+    new name, and the next batches update them with it."""
+
+    def test_rename_rewrites_table_and_changelog(self, project):
+        out = self.built_then_changed(project, self.sql.replace("AS n,", "AS bids,"))
         _, log = run_dbt_and_capture(["run"])
         assert "columns changed (n -> bids)" in log
         assert DeltaTable(out).to_pyarrow_table().column_names == ["item", "bids", "total"]
@@ -194,17 +201,19 @@ class TestUpsertTableRename:
         assert [r.status for r in run_dbt(["test"])] == ["pass"]
 
 
-@pytest.mark.slow
-class TestUpsertTableRenameCrash(TestUpsertTableRename):
-    """Killed between the changelog's rewrite and the table's, the next run finishes the
-    change: the changelog is not rewritten twice, the table gets the new columns."""
+class TestStateTtlRename(TestUpsertTableRename):
+    """The same rename of a state_ttl upsert_table: its partials (keyed and named by position,
+    __k0/__p0) stay as they are."""
 
-    def test_rename_rewrites_table_and_changelog(self, project):
-        run_dbt(["seed"])
-        run_dbt(["run"])
-        out = table_path(project, "counts")
-        with open(os.path.join(project.project_root, "models", "counts.sql"), "w") as fh:
-            fh.write(self.sql.replace("AS n,", "AS bids,"))
+    sql = COUNTS.replace("constant_domain=['item']", "state_ttl='1 day'")
+
+
+@pytest.mark.slow
+class TestUpsertTableRenameCrash(UpsertBase):
+    def test_killed_between_changelog_and_table(self, project):
+        """The next run finishes the change: the changelog is not rewritten twice, the table
+        gets the new columns."""
+        out = self.built_then_changed(project, self.sql.replace("AS n,", "AS bids,"))
         proc = dbt_subprocess(project, "run", fault="columns_rewriting")
         assert proc.returncode == EXIT_CODE, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert DeltaTable(out).to_pyarrow_table().column_names == ["item", "n", "total"]
@@ -219,24 +228,14 @@ class TestUpsertTableRenameCrash(TestUpsertTableRename):
         assert [r.status for r in run_dbt(["test"])] == ["pass"]
 
 
-class TestStateTtlRename(TestUpsertTableRename):
-    """The same rename of a state_ttl upsert_table: its partials (keyed and named by position,
-    __k0/__p0) stay as they are."""
-
-    sql = COUNTS.replace("constant_domain=['item']", "state_ttl='1 day'")
-
-
-class TestUpsertTableProjection(TestUpsertTableRename):
-    """A projection change of an upsert_table keeps the state: a key written since holds the
-    new query's row, a key not written since the old query's, and snapshot_equivalence
-    expects just that (the changelog says which keys the new query wrote)."""
-
-    def test_rename_rewrites_table_and_changelog(self, project):
-        run_dbt(["seed"])
-        run_dbt(["run"])
-        out = table_path(project, "counts")
-        with open(os.path.join(project.project_root, "models", "counts.sql"), "w") as fh:
-            fh.write(self.sql.replace("SUM(price) AS total", "SUM(price) * 2 AS total"))
+class TestUpsertTableProjection(UpsertBase):
+    def test_a_key_not_written_since_keeps_the_old_row(self, project):
+        """A projection change keeps the state: a key written since holds the new query's row,
+        a key not written since the old query's, and snapshot_equivalence expects just that
+        (the changelog says which keys the new query wrote)."""
+        out = self.built_then_changed(
+            project, self.sql.replace("SUM(price) AS total", "SUM(price) * 2 AS total")
+        )
         _, log = run_dbt_and_capture(["run"])
         assert "class keeps_state" in log
         append_bids(
