@@ -70,7 +70,7 @@ env.execute_sql("""INSERT INTO per_minute
     FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '1' MINUTE))
     GROUP BY window_start, window_end, item""").wait()
 '''
-SIDES = ("ours", "flink")
+SIDES = ("ours", "unsplit", "flink")  # unsplit: ours with `split_backlog=false`, the baseline
 
 
 def write_csv() -> None:
@@ -150,13 +150,17 @@ def main() -> None:
             "watermark_delay=",
             f"max_files_per_trigger={args.max_files_per_trigger}, watermark_delay=",
         )
-    sides = SIDES if args.flink_python else SIDES[:1]
+    sides = SIDES if args.flink_python else SIDES[:2]
     if not args.flink_python:
         print("PyFlink not given (--flink-python / FLINK_PYTHON): timing ours only")
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     print(f"load average at start: {bc.loadavg()}")
     root = bc.project("local", "local[*]", {})
+    split_model = bc.MODEL
+    bc.MODEL = split_model.replace("watermark_delay=", "split_backlog=false, watermark_delay=")
+    roots = {"ours": root, "unsplit": bc.project("unsplit", "local[*]", {})}
+    bc.MODEL = split_model
     sizes = sorted(args.events)
     walls: dict[int, dict[str, list[float]]] = {}
     for n in sizes:
@@ -167,13 +171,15 @@ def main() -> None:
         walls[n] = {s: [] for s in sides}
         for i in range(args.repeat):  # alternate the order so neither side always runs first
             for side in sides if i % 2 == 0 else sides[::-1]:
-                if side == "ours":
-                    wall, result = bc.dbt_run(root)
-                    bc.check_run("local", n, expected, result)
+                if side in roots:
+                    wall, result = bc.dbt_run(roots[side])
+                    bc.check_run(os.path.basename(roots[side]), n, expected, result)
                 else:
                     wall = run_flink(args.flink_python, args.parallelism)
                 walls[n][side].append(wall)
                 print(f"  {n:,} events, {side:5} {wall:7.1f}s  load {bc.loadavg()}", flush=True)
+            if bc.output(root) != bc.output(roots["unsplit"]):
+                sys.exit("FAIL: ours and ours unsplit wrote different rows")
             if args.flink_python:
                 ours_rows, flink_rows = check_flink_equals_ours(root)
                 print(f"  rows: ours {ours_rows:,} (all equal Flink's), Flink {flink_rows:,}")
@@ -195,6 +201,7 @@ def report(sizes, sides, walls, args) -> None:
         slopes = {s: (b - a) / (med[b][s] - med[a][s]) for s in sides}
         cells = "".join(f" | {slopes[s]:,.0f} |" for s in sides)
         lines.append(f"| slope {a:,} -> {b:,} |{cells}")
+        print(f"slope ours / ours unsplit: {slopes['ours'] / slopes['unsplit']:.2f}")
         if "flink" in slopes:
             print(f"slope ours / flink: {slopes['ours'] / slopes['flink']:.2f} (target >= 1.5)")
     print("\n".join(lines))

@@ -27,6 +27,10 @@ upsert_table (runtime/streaming.py; no batch id):
 
   columns_rewriting    its changelog rewritten with the new columns, its table not yet
 
+and, when a new stream's backlog is split (runtime/backlog.py; no batch id):
+
+  backlog_split        the split recorded in the checkpoint, the query not yet started
+
 For the concurrency tests, ``DBT_SPARK_STREAMING_PAUSE=<point>[@<batch_id>]=<file>`` holds the
 process at that point instead (holding whatever it holds, its lock say): it writes its pid to
 ``<file>`` and waits until the file is deleted.
@@ -49,6 +53,7 @@ POINTS = (
     "refresh_swapping",
     "runner_start",
     "columns_rewriting",
+    "backlog_split",
 )
 
 

@@ -54,6 +54,10 @@ from .offsets import Position
 FORMAT = "delta_rs"
 MAX_PARTITIONS = 8  # files of one read are grouped into at most this many Spark partitions
 DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
+# A backlog split between a batch query and the stream (runtime/backlog.py): the stream's
+# first batch ends at this version's snapshot, its rows true in a column of this name (false
+# after it), and the next batch is one without data (the first call after it finds none)
+BACKLOG_VERSION, BACKLOG_COLUMN = "backlogVersion", "__dss_backlog"
 CHANGE_TYPE = "_change_type"  # the change column of Delta's change data files
 
 
@@ -214,6 +218,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_files, self.max_bytes = read_limits(options)
         self.log = Log(path, skip_change_commits(options), read_change_feed(options))
         self._target: int | None = None  # version frozen by prepareForTriggerAvailableNow
+        self._held = False  # a backlog split's second batch has been held without data
 
     def initialOffset(self):
         return starting_position(self.path, self.options).offset(self.label)
@@ -232,6 +237,13 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         sources cannot return Spark's composite limit."""
         target = self._target if self._target is not None else self.log.latest()
         begin = Position.parse(start)
+        if BACKLOG_VERSION in self.options:  # runtime/backlog.py
+            pinned = Position(int(self.options[BACKLOG_VERSION]))
+            if begin.is_origin:  # the first batch reads that snapshot
+                target = min(target, pinned.version)
+            elif begin == pinned and not self._held:  # the second has no data
+                self._held = True
+                return start
         limited = limit is not None and not isinstance(limit, ReadAllAvailable)
         end = offsets.advance(
             begin,
@@ -246,7 +258,11 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return Position(self.log.latest()).offset(self.label)
 
     def partitions(self, start, end):
-        files = offsets.between(Position.parse(start), Position.parse(end), self.log.files)
+        begin = Position.parse(start)
+        files = offsets.between(begin, Position.parse(end), self.log.files)
+        if BACKLOG_VERSION in self.options:  # the first batch's rows are marked
+            mark = {BACKLOG_COLUMN: "true" if begin.is_origin else "false"}
+            files = [(f.path, {**f.partition_values, **mark}) for f in files]
         return _partitions(files)
 
     def read(self, partition):
@@ -293,6 +309,8 @@ class DeltaSource(DataSource):
             columns = columns + [(named[1], "string")]
         if read_change_feed(self.options):
             columns = columns + [(OP, "string")]
+        if BACKLOG_VERSION in self.options:
+            columns = columns + [(BACKLOG_COLUMN, "boolean")]
         return types.ddl(columns)
 
     def reader(self, schema):

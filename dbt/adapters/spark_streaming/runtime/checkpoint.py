@@ -124,22 +124,37 @@ def _has_state(checkpoint: str) -> bool:
 
 
 def _write_atomically(log: str, batch_id: int, text: str) -> None:
-    """Write the log file of `batch_id` whole or not at all: a temporary file renamed into
-    place. A Hadoop checksum left by an earlier file of that name would fail the read: removed."""
-    tmp = os.path.join(log, f".{batch_id}.dbt-streaming.tmp")
+    """Write the log file of `batch_id` whole or not at all. A Hadoop checksum left by an
+    earlier file of that name would fail the read: removed."""
+    stale_crc = os.path.join(log, f".{batch_id}.crc")
+    if os.path.exists(stale_crc):
+        os.remove(stale_crc)
+    write_file_atomically(log, str(batch_id), text)
+
+
+def write_file_atomically(directory: str, name: str, text: str) -> None:
+    """Write `directory`/`name` whole or not at all: a temporary file renamed into place."""
+    tmp = os.path.join(directory, f".{name}.dbt-streaming.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
-    stale_crc = os.path.join(log, f".{batch_id}.crc")
-    if os.path.exists(stale_crc):
-        os.remove(stale_crc)
-    os.replace(tmp, os.path.join(log, str(batch_id)))
-    dir_fd = os.open(log, os.O_RDONLY)
+    os.replace(tmp, os.path.join(directory, name))
+    dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def has_batches(checkpoint: str) -> bool:
+    """Whether the query of `checkpoint` has planned any micro-batch."""
+    return _latest_batch(os.path.join(checkpoint, "offsets")) is not None
+
+
+def committed(checkpoint: str, batch_id: int) -> bool:
+    """Whether Spark has committed micro-batch `batch_id` of the query of `checkpoint`."""
+    return os.path.isfile(os.path.join(checkpoint, "commits", str(batch_id)))
 
 
 def query_app_id(checkpoint: str) -> str:

@@ -24,7 +24,7 @@ from ..delta.source import FORMAT, consumed, read_change_feed, skip_change_commi
 from ..delta.upsert import rewrite_changelog
 from ..errors import StreamingError
 from ..faults import fault_point
-from . import admission, failures, lifecycle, preflight, progress, report, runner, upsert
+from . import admission, backlog, failures, lifecycle, preflight, progress, report, runner, upsert
 from .catalog import Catalog, registered_locations
 from .changes import check_query_change
 from .checkpoint import caught_up, plan_no_data_batch
@@ -57,6 +57,7 @@ def run_streaming_model(
     interval = runner.processing_time(model.config)
     plan = compile_model(catalog, model)
     admission.source_options(model.config)  # SSC201 before a runner starts
+    backlog.enabled(model.config)
     target = model.location(catalog)
     preflight.check_writable(model.identifier, preflight.control_root(catalog.control), target)
     if monitor is not None:  # the runner takes over the lock of the `dbt run` that started it
@@ -188,7 +189,12 @@ def _run(
     idle = interval is None and _nothing_to_run(model, plan, places, options)
     if idle and not changed:
         return _nothing_new(model, plan, places, previous, started)
-    df, results, schema = _plan_dataframe(spark, model, plan, places, options)
+    split = (
+        None
+        if idle
+        else backlog.plan_split(plan, model.config, streams, places.checkpoint, options)
+    )
+    df, results, schema = _plan_dataframe(spark, model, plan, places, options, split)
     sink = ModelSink(spark, model, plan, places, schema, started, monitor)
     _check_columns(model, plan, places, sink, previous if changed else None)
     if idle:  # a changed query, its columns rewritten: no batch to run
@@ -199,6 +205,12 @@ def _run(
         logger.info(f"{model.name}: batch {closing} emits what the restored watermark closed")
     expected = None if monitor else progress.expected_batches(streams, places.checkpoint, options)
     write = sink if results is None else lambda batch, batch_id: sink(results(batch), batch_id)
+    if split is not None:
+        view = f"__dss_backlog_{model.schema}_{model.identifier}"
+        path = places.sources[split.source]
+        write = split.with_closed_windows(
+            write, plan, path, view, lambda text: logger.info(f"{model.name}: {text}")
+        )
     query = _start(df, model, plan, places, write, interval)
     _wait(query, model, places, monitor, expected)
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
@@ -283,11 +295,12 @@ def _places(catalog: Catalog, model: StreamingModel, plan) -> Places:
     return Places(target, build, sources, catalog.checkpoint(model.name, build), dimensions)
 
 
-def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options: dict):
+def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options: dict, split=None):
     """The model's streaming DataFrame: each source bound as a temp view (a stream read with
     the admission `options`, or for a dimension a table read at its latest version), the plan's
-    Spark SQL over them; with the function that makes each micro-batch of it the rows to write
-    (None: its rows are; see runtime/over.py), and their schema."""
+    Spark SQL over them (with a backlog `split`, its stream's part: runtime/backlog.py); with
+    the function that makes each micro-batch of it the rows to write (None: its rows are; see
+    runtime/over.py), and their schema."""
     from pyspark.errors import PySparkException
 
     bindings = {}
@@ -297,10 +310,14 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options:
             spark.read.format(FORMAT).load(path).createOrReplaceTempView(view)
         else:
             reader = spark.readStream.format(FORMAT).options(**options).option("table", name)
+            if split is not None and split.source == name:
+                reader = reader.option(backlog.OPTION, split.version)
             reader.load(path).createOrReplaceTempView(view)
         bindings[name] = view
     try:
-        df = spark.sql(plan.sql_for(bindings))
+        df = spark.sql(
+            plan.sql_for(bindings) if split is None else split.stream_sql(plan, bindings)
+        )
         if plan.over is None:
             return df, None, df.schema
         from .over import over_dataframe  # an OVER aggregation: our operator

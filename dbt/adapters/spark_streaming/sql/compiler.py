@@ -10,7 +10,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from . import oracle
+from . import backlog, oracle
 from .aggtopn import rewrite_aggregate_rank
 from .ambiguous import refuse_ambiguous_columns
 from .analysis import WindowSpec, analyse_tvf, classify, table_key
@@ -106,6 +106,22 @@ class QueryPlan:
         references such as ``bids.price`` keep resolving.
         """
         return _generate(self._bound(bindings, self._stream))
+
+    @property
+    def backlog_window(self) -> Optional[WindowSpec]:
+        """The window TVF at which a backlog's windows can be split between a batch query and
+        the stream (sql/backlog.py), or None: only for a streaming_view's window aggregate."""
+        if self.upsert is not None or self.over is not None or self._oracle is not None:
+            return None
+        return backlog.splittable(self._bound({}), self.windows)
+
+    def backlog_sql_for(
+        self, bindings: Mapping[str, str], closed_us: int, marker: Optional[str] = None
+    ) -> str:
+        """``sql_for(bindings)`` aggregating only the windows that end at or before
+        ``closed_us``, or, with the stream's ``marker`` column, the stream's part: without the
+        first batch's rows of those windows (sql/backlog.py)."""
+        return _generate(backlog.split(self._bound(bindings), closed_us, marker))
 
     def emitted_sql(self, bindings: Mapping[str, str], watermark_us: int) -> str:
         """Batch SQL giving exactly what the stream emitted up to a batch with watermark

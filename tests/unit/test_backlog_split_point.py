@@ -1,0 +1,111 @@
+"""Where a new stream's backlog is split (runtime/backlog.py plan_split), from the source's Delta
+statistics, and the source's side of it: the first batch pinned to the split's version, its
+rows marked (delta/source.py). No Spark."""
+
+import json
+import os
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from dbt.adapters.spark_streaming.delta.offsets import Position
+from dbt.adapters.spark_streaming.delta.source import BACKLOG_COLUMN, DeltaStreamReader
+from dbt.adapters.spark_streaming.errors import StreamingError
+from dbt.adapters.spark_streaming.runtime.backlog import FILE, OPTION, enabled, plan_split
+from dbt.adapters.spark_streaming.sql import compile_query
+
+SQL = (
+    "SELECT window_start, window_end, k, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE feed.ev, "
+    "DESCRIPTOR(ts), INTERVAL '5' MINUTES)) GROUP BY window_start, window_end, k"
+)
+
+
+def at(minute: int, second: float = 0.0) -> datetime:
+    return datetime(2022, 1, 1, 0, minute, tzinfo=timezone.utc).replace(
+        second=int(second), microsecond=int(second % 1 * 1e6)
+    )
+
+
+def write(path, times, kind="us", tz="UTC", mode="append"):
+    write_deltalake(
+        path,
+        pa.table({"ts": pa.array(times, pa.timestamp(kind, tz=tz)), "k": ["a"] * len(times)}),
+        mode=mode,
+    )
+
+
+@pytest.fixture
+def plan():
+    schemas = {"feed.ev": {"ts": "timestamp", "k": "string"}}
+    return compile_query(SQL, schemas=schemas, watermark_delay="1 minute")
+
+
+def split(plan, source, checkpoint, config=None, options=None):
+    return plan_split(plan, config or {}, {"feed.ev": str(source)}, str(checkpoint), options or {})
+
+
+def test_the_split_is_the_first_batchs_watermark_and_is_recorded(plan, tmp_path):
+    source, checkpoint = tmp_path / "ev", tmp_path / "checkpoint"
+    write(source, [at(3), at(17, 30.0123456)])
+    write(source, [at(9)])  # the largest time is in the first file
+    got = split(plan, source, checkpoint)
+    # Spark's watermark: the largest event time in milliseconds, less the delay
+    expected = int(at(17, 30.012).timestamp() * 1e6) - 60_000_000
+    assert (got.source, got.version, got.closed_us) == ("feed.ev", 1, expected)
+    with open(checkpoint / FILE) as fh:
+        assert json.load(fh) == {"source": "feed.ev", "version": 1, "closed_us": expected}
+    write(source, [at(40)])  # a restarted query plans the recorded split, not a new one
+    os.makedirs(checkpoint / "commits")
+    (checkpoint / "commits" / "0").write_text("v1")
+    assert split(plan, source, checkpoint) == got
+    (checkpoint / "commits" / "1").write_text("v1")  # batch 1 emitted the closed windows
+    assert split(plan, source, checkpoint) is None
+
+
+def test_no_split_unless_the_first_batch_reads_the_whole_snapshot(plan, tmp_path):
+    source = tmp_path / "ev"
+    write(source, [at(3)])
+    write(source, [at(9)])
+    for n, options in enumerate(
+        [{"maxFilesPerTrigger": "1"}, {"maxBytesPerTrigger": "1000"}, {"startingVersion": "1"}]
+    ):
+        assert split(plan, source, tmp_path / f"c{n}", options=options) is None
+    assert split(plan, source, tmp_path / "c", options={"maxFilesPerTrigger": "2"}) is not None
+    os.makedirs(tmp_path / "old" / "offsets")  # a checkpoint from before the split
+    (tmp_path / "old" / "offsets" / "0").write_text("v1")
+    assert split(plan, source, tmp_path / "old") is None
+    assert split(plan, source, tmp_path / "off", config={"split_backlog": False}) is None
+    assert not any(os.path.exists(tmp_path / c / FILE) for c in ("c0", "c1", "c2", "old", "off"))
+
+
+def test_no_split_without_timestamp_statistics(plan, tmp_path):
+    write(tmp_path / "ntz", [at(3).replace(tzinfo=None)], tz=None)  # timestamp_ntz
+    assert split(plan, tmp_path / "ntz", tmp_path / "c1") is None
+    write_deltalake(tmp_path / "empty", pa.table({"ts": pa.array([], pa.timestamp("us", "UTC"))}))
+    assert split(plan, tmp_path / "empty", tmp_path / "c2") is None
+
+
+def test_split_backlog_must_be_a_boolean():
+    assert enabled({}) and not enabled({"split_backlog": False})
+    with pytest.raises(StreamingError, match="SSC201"):
+        enabled({"split_backlog": "no"})
+
+
+def test_the_first_batch_ends_at_the_split_version_its_rows_marked_the_next_has_none(tmp_path):
+    source = str(tmp_path / "ev")
+    for minute in (1, 2, 3):
+        write(source, [at(minute)])
+    reader = DeltaStreamReader(source, "feed.ev", None, {OPTION: "1"})
+    reader.prepareForTriggerAvailableNow()
+    origin = Position(-1).offset("feed.ev")
+    first = reader.latestOffset(origin, None)
+    assert first == {"table": "feed.ev", "version": 1}
+    assert reader.latestOffset(first, None) == first  # batch 1: no data
+    assert reader.latestOffset(first, None) == {"table": "feed.ev", "version": 2}
+    marks = [
+        {c[BACKLOG_COLUMN] for p in reader.partitions(s, e) for _, c in p.files}
+        for s, e in [(origin, first), (first, {"table": "feed.ev", "version": 2})]
+    ]
+    assert marks == [{"true"}, {"false"}]
