@@ -5,7 +5,8 @@ with `split_backlog: false`. Versions after the first bring rows later than the 
 run the two tables hold the same rows and count the same late rows, and snapshot_equivalence
 passes on both. A run killed after the split is recorded, before its query starts, is rerun
 after a new version: the first batch still reads the version the split was made for, the
-second reads nothing, and the new version's rows of the windows the split closed are late."""
+second reads nothing, and the new version's rows of the windows the split closed are late;
+killed again after batch 1's Delta commit, the next run replays batch 1 and reads on."""
 
 import json
 import os
@@ -134,12 +135,20 @@ def test_a_run_killed_after_the_split_reads_its_version_first(tmp_path):
     # later rows, some of them for the windows the split gave to the batch query
     later = pa.concat_tables([events(2, 20, 200), events(3, 0, 100)])
     write_deltalake(source, later, mode="append")
-    rerun = dbt_run(str(project))
+    # killed again once batch 1 (the batch query's windows) is in Delta, not in Spark's log
+    killed = dbt_run(str(project), "after_delta_commit@1")
+    assert killed.returncode == EXIT_CODE, killed.stdout[-3000:] + killed.stderr[-2000:]
+    assert "aggregated in batch" in killed.stdout
+    rerun = dbt_run(str(project))  # replays batch 1, then reads the new version
     assert rerun.returncode == 0, rerun.stdout[-3000:]
-    assert "aggregated in batch" in rerun.stdout
     meta = [m for m in commits(str(out)) if m["batch_id"] is not None]
     # batch 0 read the version of the split, batch 1 nothing (it closed batch 0's windows)
-    assert [m["sources"]["feed.events"] for m in meta] == [0, 0, 1, 1]
+    assert [(m["batch_id"], m["sources"]["feed.events"]) for m in meta] == [
+        (0, 0),
+        (1, 0),
+        (2, 1),
+        (3, 1),
+    ]
     with open(os.path.join(project, "target", "run_results.json")) as fh:
         (result,) = json.load(fh)["results"]
     assert result["adapter_response"]["late_rows"] > 0

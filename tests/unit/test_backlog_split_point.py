@@ -13,7 +13,7 @@ from deltalake import write_deltalake
 from dbt.adapters.spark_streaming.delta.offsets import Position
 from dbt.adapters.spark_streaming.delta.source import BACKLOG_COLUMN, DeltaStreamReader
 from dbt.adapters.spark_streaming.errors import StreamingError
-from dbt.adapters.spark_streaming.runtime.backlog import FILE, OPTION, enabled, plan_split
+from dbt.adapters.spark_streaming.runtime.backlog import FILE, Backlog, enabled, plan_split
 from dbt.adapters.spark_streaming.sql import compile_query
 
 SQL = (
@@ -51,6 +51,7 @@ def test_the_split_is_the_first_batchs_watermark_and_is_recorded(plan, tmp_path)
     write(source, [at(3), at(17, 30.0123456)])
     write(source, [at(9)])  # the largest time is in the first file
     got = split(plan, source, checkpoint)
+    assert got.hold  # batch 1 is to be planned: the source holds it without data
     # Spark's watermark: the largest event time in milliseconds, less the delay
     expected = int(at(17, 30.012).timestamp() * 1e6) - 60_000_000
     assert (got.source, got.version, got.closed_us) == ("feed.ev", 1, expected)
@@ -59,7 +60,10 @@ def test_the_split_is_the_first_batchs_watermark_and_is_recorded(plan, tmp_path)
     write(source, [at(40)])  # a restarted query plans the recorded split, not a new one
     os.makedirs(checkpoint / "commits")
     (checkpoint / "commits" / "0").write_text("v1")
-    assert split(plan, source, checkpoint) == got
+    assert split(plan, source, checkpoint) == got and got.hold
+    os.makedirs(checkpoint / "offsets")
+    (checkpoint / "offsets" / "1").write_text("v1")  # planned, not committed: replayed as is
+    assert split(plan, source, checkpoint) == got and not split(plan, source, checkpoint).hold
     (checkpoint / "commits" / "1").write_text("v1")  # batch 1 emitted the closed windows
     assert split(plan, source, checkpoint) is None
 
@@ -97,13 +101,19 @@ def test_the_first_batch_ends_at_the_split_version_its_rows_marked_the_next_has_
     source = str(tmp_path / "ev")
     for minute in (1, 2, 3):
         write(source, [at(minute)])
-    reader = DeltaStreamReader(source, "feed.ev", None, {OPTION: "1"})
+    options = Backlog("feed.ev", 1, 0).reader_options()
+    reader = DeltaStreamReader(source, "feed.ev", None, options)
     reader.prepareForTriggerAvailableNow()
     origin = Position(-1).offset("feed.ev")
     first = reader.latestOffset(origin, None)
     assert first == {"table": "feed.ev", "version": 1}
     assert reader.latestOffset(first, None) == first  # batch 1: no data
     assert reader.latestOffset(first, None) == {"table": "feed.ev", "version": 2}
+    # a restart after batch 1 was planned (Spark replays it from its log) holds nothing
+    options = Backlog("feed.ev", 1, 0, hold=False).reader_options()
+    restarted = DeltaStreamReader(source, "feed.ev", None, options)
+    restarted.prepareForTriggerAvailableNow()
+    assert restarted.latestOffset(first, None) == {"table": "feed.ev", "version": 2}
     marks = [
         {c[BACKLOG_COLUMN] for p in reader.partitions(s, e) for _, c in p.files}
         for s, e in [(origin, first), (first, {"table": "feed.ev", "version": 2})]

@@ -56,8 +56,10 @@ MAX_PARTITIONS = 8  # files of one read are grouped into at most this many Spark
 DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
 # A backlog split between a batch query and the stream (runtime/backlog.py): the stream's
 # first batch ends at this version's snapshot, its rows true in a column of this name (false
-# after it), and the next batch is one without data (the first call after it finds none)
+# after it); with the hold option 'true' (batch 1 not planned yet) the next batch is one
+# without data (the first call after the snapshot finds none)
 BACKLOG_VERSION, BACKLOG_COLUMN = "backlogVersion", "__dss_backlog"
+BACKLOG_HOLD = "backlogHold"
 CHANGE_TYPE = "_change_type"  # the change column of Delta's change data files
 
 
@@ -241,8 +243,8 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             pinned = Position(int(self.options[BACKLOG_VERSION]))
             if begin.is_origin:  # the first batch reads that snapshot
                 target = min(target, pinned.version)
-            elif begin == pinned and not self._held:  # the second has no data
-                self._held = True
+            elif begin == pinned and self.options.get(BACKLOG_HOLD) == "true" and not self._held:
+                self._held = True  # the second has no data
                 return start
         limited = limit is not None and not isinstance(limit, ReadAllAvailable)
         end = offsets.advance(

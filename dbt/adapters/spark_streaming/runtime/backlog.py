@@ -11,9 +11,10 @@ micro-batch reads (no admission configs, at most `maxFilesPerTrigger` files):
   Spark does not read) before the query starts, so a restarted query plans the same split;
 - the stream's first batch (0) reads exactly that version's snapshot, its rows marked, and the
   batch after it (1) has no data: it emits the windows batch 0's watermark closes (source
-  option `backlogVersion`, delta/source.py). Spark drops a batch's rows against the previous
-  batch's watermark, so batch 1 would still take rows of the windows batch 0 closed; from
-  batch 2 on they are late;
+  options `backlogVersion` and, until batch 1 is planned, `backlogHold`: delta/source.py).
+  Spark drops a batch's rows against the previous batch's watermark, so batch 1 would still
+  take rows of the windows batch 0 closed; from batch 2 on they are late. A restart after
+  batch 1 is planned replays it from Spark's offset log and holds nothing;
 - the stream leaves batch 0's rows of the windows ending at or before the split out of its
   windowed input;
 - the sink commits, with batch 1 (where the stream emits the windows batch 0 closed), the batch
@@ -31,17 +32,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from ..delta.source import BACKLOG_COLUMN, BACKLOG_VERSION, read_limits
+from ..delta.source import BACKLOG_COLUMN, BACKLOG_HOLD, BACKLOG_VERSION, read_limits
 from ..errors import config_error
 from ..faults import fault_point
-from .checkpoint import committed, has_batches, write_file_atomically
+from .checkpoint import committed, has_batches, planned, write_file_atomically
 
 FILE = "dbt_backlog"  # in the checkpoint directory, beside Spark's logs
-OPTION = BACKLOG_VERSION  # the source option: the first batch reads the snapshot, then none
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,11 @@ class Backlog:
     source: str  # the plan's source name (its stream's label)
     version: int  # the snapshot the first batch reads
     closed_us: int  # windows ending at or before this are the batch query's
+    hold: bool = field(default=True, compare=False)  # batch 1 is yet to be planned (not recorded)
+
+    def reader_options(self) -> dict[str, str]:
+        """The options of the source's stream reader (delta/source.py)."""
+        return {BACKLOG_VERSION: str(self.version), BACKLOG_HOLD: str(self.hold).lower()}
 
     def stream_sql(self, plan, bindings: dict) -> str:
         return plan.backlog_sql_for(bindings, self.closed_us, BACKLOG_COLUMN)
@@ -101,17 +106,18 @@ def plan_split(
         return None
     if os.path.isfile(recorded):
         with open(recorded, encoding="utf-8") as fh:
-            return Backlog(**json.load(fh))
+            return replace(Backlog(**json.load(fh)), hold=not planned(checkpoint, 1))
     if not enabled(config) or has_batches(checkpoint) or set(options) - {"maxFilesPerTrigger"}:
         return None
     split = _split_point(streams[window.source], window.time_column, read_limits(options)[0])
     if split is None:
         return None
-    backlog = Backlog(window.source, split[0], split[1] - plan.watermark_delay_us)
+    record = {"source": window.source, "version": split[0]}
+    record["closed_us"] = split[1] - plan.watermark_delay_us
     os.makedirs(checkpoint, exist_ok=True)
-    write_file_atomically(checkpoint, FILE, json.dumps(backlog.__dict__))
+    write_file_atomically(checkpoint, FILE, json.dumps(record))
     fault_point("backlog_split", -1)
-    return backlog
+    return Backlog(**record)
 
 
 def _split_point(path: str, column: str, max_files: Optional[int]) -> Optional[tuple[int, int]]:

@@ -152,6 +152,11 @@ def has_batches(checkpoint: str) -> bool:
     return _latest_batch(os.path.join(checkpoint, "offsets")) is not None
 
 
+def planned(checkpoint: str, batch_id: int) -> bool:
+    """Whether Spark has written the offsets of micro-batch `batch_id` of `checkpoint`."""
+    return os.path.isfile(os.path.join(checkpoint, "offsets", str(batch_id)))
+
+
 def committed(checkpoint: str, batch_id: int) -> bool:
     """Whether Spark has committed micro-batch `batch_id` of the query of `checkpoint`."""
     return os.path.isfile(os.path.join(checkpoint, "commits", str(batch_id)))

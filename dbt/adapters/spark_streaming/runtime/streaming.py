@@ -311,7 +311,7 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options:
         else:
             reader = spark.readStream.format(FORMAT).options(**options).option("table", name)
             if split is not None and split.source == name:
-                reader = reader.option(backlog.OPTION, split.version)
+                reader = reader.options(**split.reader_options())
             reader.load(path).createOrReplaceTempView(view)
         bindings[name] = view
     try:
