@@ -265,7 +265,7 @@ def random_appends(seed: int, appends: int = 4) -> list[list[tuple]]:
     return [events[a:b] for a, b in zip([0] + cuts, cuts + [len(events)], strict=True)]
 
 
-@pytest.mark.parametrize("seed", [11, 29])
+@pytest.mark.parametrize("seed", [11, pytest.param(29, marks=pytest.mark.full)])
 class TestRandomStreamsStayEquivalent:
     @pytest.fixture(scope="class")
     def models(self):

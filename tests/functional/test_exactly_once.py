@@ -100,7 +100,13 @@ def base(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "fault", ["before_write@2", "during_write@2", "after_delta_commit@2", "after_delta_commit@3"]
+    "fault",
+    [
+        pytest.param("before_write@2", marks=pytest.mark.full),
+        "during_write@2",
+        "after_delta_commit@2",
+        pytest.param("after_delta_commit@3", marks=pytest.mark.full),
+    ],
 )
 def test_crash_then_rerun_loses_and_duplicates_nothing(base, tmp_path, fault):
     root = tmp_path / "case"

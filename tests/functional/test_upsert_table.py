@@ -285,9 +285,13 @@ FROM {{ source('feed', 'events') }} GROUP BY item HAVING COUNT(*) < 300 OR item 
 @pytest.mark.parametrize(
     "fault,config",
     [
-        ("during_write@1", "state_ttl='1 day'"),
+        pytest.param("during_write@1", "state_ttl='1 day'", marks=pytest.mark.full),
         ("after_delta_commit@1", "state_ttl='1 day'"),
-        ("after_delta_commit@1", "constant_domain=['item'], driver_merge_max_rows=0"),
+        pytest.param(  # the sink's side of it: test_upsert_commit.py, both paths
+            "after_delta_commit@1",
+            "constant_domain=['item'], driver_merge_max_rows=0",
+            marks=pytest.mark.full,
+        ),
     ],
 )
 def test_crash_then_rerun(tmp_path, fault, config):

@@ -74,6 +74,7 @@ def root(tmp_path_factory):
         stop_runners(root)
 
 
+@pytest.mark.full  # the lock's refusal and a stale lock: test_lifecycle.py TestLock
 def test_two_runs_at_once_then_the_holder_killed(root):
     flag = str(root / "held_available_now")
     write_deltalake(source(root), events(2, 20, 200), mode="append")

@@ -34,6 +34,7 @@ def _killed(step, fault: str) -> None:
     assert f"injected fault {fault}" in done.stderr
 
 
+@pytest.mark.full  # the upsert_table's below swaps by the same commit, and more
 def test_full_refresh_on_s3_swaps_in_by_one_commit(s3, tmp_path):
     keys = s3_keys(s3, tmp_path)
     warehouse, control = keys["warehouse_path"], keys["checkpoint_root"]
