@@ -34,6 +34,20 @@ def commits(path: str) -> list[dict]:
     return out
 
 
+def equivalence_tests(models) -> str:
+    """A schema file giving each of `models` the snapshot_equivalence test."""
+    return "models:\n" + "".join(
+        f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in models
+    )
+
+
+def equivalence_project(sources: str, models: dict[str, str]) -> dict[str, str]:
+    """The files of a project: its `sources` schema file, each of `models` (name: SQL) with
+    the snapshot_equivalence test."""
+    files = {"sources.yml": sources, "tests.yml": equivalence_tests(models)}
+    return files | {f"{name}.sql": sql for name, sql in models.items()}
+
+
 def ts(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
 

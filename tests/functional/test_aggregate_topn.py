@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 from dbt.tests.util import run_dbt
 
-from .helpers import rows, table_path
+from .helpers import equivalence_project, rows, table_path
 from .test_upsert_table import CLICKS, append_clicks, changelog, replay
 
 SQL = (
@@ -131,10 +131,7 @@ class TestRankTopN:
 
     @pytest.fixture(scope="class")
     def models(self):
-        tests = "models:\n" + "".join(
-            f"  - {{name: {n}, data_tests: [snapshot_equivalence]}}\n" for n in ("ranked", "dense")
-        )
-        return {"sources.yml": CLICKS, "tests.yml": tests, "ranked.sql": RANKED, "dense.sql": DENSE}
+        return equivalence_project(CLICKS, {"ranked": RANKED, "dense": DENSE})
 
     def test_ties_share_a_rank_and_leavers_are_deleted(self, project):
         source, out = table_path(project, "clicks"), table_path(project, "ranked")

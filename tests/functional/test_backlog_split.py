@@ -22,7 +22,7 @@ from deltalake import write_deltalake
 from dbt.adapters.spark_streaming.faults import EXIT_CODE
 from dbt.adapters.spark_streaming.runtime.backlog import FILE
 
-from .helpers import commits, rows, table_path
+from .helpers import commits, equivalence_project, rows, table_path
 from .test_exactly_once import DBT, dbt_run, events, write_project
 
 SOURCES = """
@@ -78,14 +78,7 @@ def version(rng: random.Random, first_minute: int, minutes: int, n: int, old: in
 class TestSplitEqualsWhole:
     @pytest.fixture(scope="class")
     def models(self):
-        tests = "models:\n" + "".join(
-            f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in MODELS
-        )
-        return {
-            "sources.yml": SOURCES,
-            "tests.yml": tests,
-            **{f"{name}.sql": sql for name, sql in MODELS.items()},
-        }
+        return equivalence_project(SOURCES, MODELS)
 
     def test_split_and_whole_tables_are_equal(self, project):
         rng = random.Random(11)

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from dbt.tests.util import run_dbt
 
-from .helpers import commits, rows, table_path
+from .helpers import commits, equivalence_project, rows, table_path
 from .test_window_tvfs import EPOCH, EV, SOURCES, append, appends
 
 VIEW = "{{ config(materialized='streaming_view', watermark_delay='2 minutes') }}\n"
@@ -109,15 +109,11 @@ def by_minute(events: list[tuple], ceil: bool) -> list[tuple]:
 class TestGroupWindows:
     @pytest.fixture(scope="class")
     def models(self):
-        names = [f"{kind}_{name}" for name in PAIRS for kind in ("gw", "tvf")]
-        tests = "models:\n" + "".join(
-            f"  - {{name: {n}, data_tests: [snapshot_equivalence]}}\n" for n in names
-        )
-        out = {"sources.yml": SOURCES, "tests.yml": tests}
+        models = {}
         for name, (config, group_window, tvf) in PAIRS.items():
-            out[f"gw_{name}.sql"] = config + group_window
-            out[f"tvf_{name}.sql"] = config + tvf
-        return out
+            models[f"gw_{name}"] = config + group_window
+            models[f"tvf_{name}"] = config + tvf
+        return equivalence_project(SOURCES, models)
 
     def test_group_windows_equal_their_window_tvf_queries(self, project):
         source, seen, sizes = table_path(project, "ev"), [], []

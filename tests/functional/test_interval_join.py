@@ -25,7 +25,7 @@ from deltalake import DeltaTable, write_deltalake
 from dbt.adapters.spark_streaming.runtime.session import get_spark
 from dbt.adapters.spark_streaming.sql import compile_query
 
-from .helpers import commits, table_path
+from .helpers import commits, equivalence_tests, table_path
 
 SOURCES = """
 sources:
@@ -93,12 +93,6 @@ WINDOW_MODELS = {
     ),
 }
 ALL_MODELS = {**MODELS, **WINDOW_MODELS}
-
-
-def models_yml() -> str:
-    return "models:\n" + "".join(
-        f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in ALL_MODELS
-    )
 
 
 def append(project, orders: list[tuple], ships: list[tuple]) -> None:
@@ -200,7 +194,7 @@ class TestIntervalJoins:
     def models(self):
         return {
             "sources.yml": SOURCES,
-            "tests.yml": models_yml(),
+            "tests.yml": equivalence_tests(ALL_MODELS),
             **{f"{name}.sql": CONFIG + sql for name, (sql, _) in ALL_MODELS.items()},
         }
 

@@ -13,7 +13,7 @@ from statistics import median, pstdev, stdev
 import pytest
 from dbt.tests.util import run_dbt
 
-from .helpers import commits, rows, table_path
+from .helpers import commits, equivalence_project, rows, table_path
 from .test_window_tvfs import EV, append, appends
 
 SOURCES = """
@@ -141,14 +141,8 @@ def expected(name: str, events: list[tuple], watermark: datetime) -> list[tuple]
 class TestOverAggregations:
     @pytest.fixture(scope="class")
     def models(self):
-        tests = "models:\n" + "".join(
-            f"  - {{name: {n}, data_tests: [snapshot_equivalence]}}\n" for n in MODELS
-        )
-        out = {"sources.yml": SOURCES, "tests.yml": tests}
-        out.update({f"{n}.sql": CONFIG + sql for n, (sql, *_) in MODELS.items()})
-        out["tests.yml"] += "  - {name: flip11, data_tests: [snapshot_equivalence]}\n"
-        out["flip11.sql"] = CONFIG + FLIP11
-        return out
+        models = {n: CONFIG + sql for n, (sql, *_) in MODELS.items()}
+        return equivalence_project(SOURCES, models | {"flip11": CONFIG + FLIP11})
 
     def test_over_aggregations_equal_their_frames(self, project):
         source, seen = table_path(project, "ev"), []

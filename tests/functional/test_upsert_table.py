@@ -14,7 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 from dbt.adapters.spark_streaming.runtime.session import get_spark
 from dbt.adapters.spark_streaming.sql import compile_query
 
-from .helpers import commits, rows, table_path, ts
+from .helpers import commits, equivalence_project, rows, table_path, ts
 from .test_window_tvfs import append, appends
 
 CLICKS = """
@@ -235,14 +235,8 @@ def batch_rows(schema: str, name: str, watermark: datetime) -> list[tuple]:
 class TestUpsertShapes:
     @pytest.fixture(scope="class")
     def models(self):
-        tests = "models:\n" + "".join(
-            f"  - {{name: {n}, data_tests: [snapshot_equivalence]}}\n" for n in MODELS
-        )
-        return {
-            "sources.yml": CLICKS,
-            "tests.yml": tests,
-            **{f"{n}.sql": f"{{{{ config({c}) }}}}\n{sql}" for n, (c, sql, _) in MODELS.items()},
-        }
+        models = {n: f"{{{{ config({c}) }}}}\n{sql}" for n, (c, sql, _) in MODELS.items()}
+        return equivalence_project(CLICKS, models)
 
     def test_table_equals_batch_and_changelog_replays_it(self, project):
         source = table_path(project, "ev")

@@ -23,7 +23,7 @@ from deltalake import DeltaTable, write_deltalake
 from dbt.adapters.spark_streaming.runtime.session import get_spark
 from dbt.adapters.spark_streaming.sql import compile_query
 
-from .helpers import commits, table_path, ts
+from .helpers import commits, equivalence_tests, table_path, ts
 
 SOURCES = """
 sources:
@@ -33,12 +33,6 @@ sources:
 """
 LT, RT = "{{ source('raw', 'lt') }}", "{{ source('raw', 'rt') }}"
 COLUMNS = {"row_time": "timestamp", "num": "bigint", "id": "string"}
-
-
-def models_yml(models) -> str:
-    return "models:\n" + "".join(
-        f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in models
-    )
 
 
 def append(path: str, events: list[tuple]) -> None:
@@ -147,7 +141,7 @@ class TestFlinkWindowJoinExample:
     def models(self):
         return {
             "sources.yml": SOURCES,
-            "tests.yml": models_yml(["flink_full", "direct_left", "direct_right"]),
+            "tests.yml": equivalence_tests(["flink_full", "direct_left", "direct_right"]),
             "flink_full.sql": CONFIG + FLINK_FULL,
             "direct_left.sql": CONFIG + DIRECT_LEFT,
             "direct_right.sql": CONFIG + DIRECT_RIGHT,
@@ -318,7 +312,7 @@ class TestRandomWindowJoins:
     def models(self):
         return {
             "sources.yml": SOURCES,
-            "tests.yml": models_yml(JOIN_MODELS),
+            "tests.yml": equivalence_tests(JOIN_MODELS),
             **{f"{name}.sql": JOIN_CONFIG + sql for name, (sql, _) in JOIN_MODELS.items()},
         }
 
@@ -454,7 +448,7 @@ class TestWindowAggregatesJoin:
     def models(self):
         return {
             "sources.yml": ORDER_SOURCES,
-            "tests.yml": models_yml(["agg_join", "agg_join_top2"]),
+            "tests.yml": equivalence_tests(["agg_join", "agg_join_top2"]),
             "agg_join.sql": CONFIG + AGG_JOIN,
             "agg_join_top2.sql": CONFIG + AGG_JOIN_TOP2,
         }
@@ -547,7 +541,7 @@ class TestRandomWindowAggregatesJoins:
     def models(self):
         return {
             "sources.yml": ORDER_SOURCES,
-            "tests.yml": models_yml(AGG_JOIN_MODELS),
+            "tests.yml": equivalence_tests(AGG_JOIN_MODELS),
             **{f"{name}.sql": JOIN_CONFIG + sql for name, (sql, _) in AGG_JOIN_MODELS.items()},
         }
 
@@ -631,7 +625,7 @@ class TestFlip145CumulativeExample:
     def models(self):
         return {
             "sources.yml": ORDER_SOURCES,
-            "tests.yml": models_yml(["item_top3_cumulate_10min"]),
+            "tests.yml": equivalence_tests(["item_top3_cumulate_10min"]),
             "item_top3_cumulate_10min.sql": JOIN_CONFIG + FLIP145_EXAMPLE,
         }
 

@@ -22,7 +22,7 @@ from deltalake import DeltaTable, write_deltalake
 from dbt.adapters.spark_streaming.runtime.session import get_spark
 from dbt.adapters.spark_streaming.sql import compile_query
 
-from .helpers import commits, rows, table_path, ts
+from .helpers import commits, equivalence_project, rows, table_path, ts
 from .test_window_tvfs import CONFIG, EV, SOURCES, check_runs
 
 TUMBLE = f"TUMBLE(TABLE {EV}, DESCRIPTOR(ts), INTERVAL '5' MINUTES)"
@@ -58,14 +58,7 @@ MODELS = {
 class TestWindowTopN:
     @pytest.fixture(scope="class")
     def models(self):
-        tests = "models:\n" + "".join(
-            f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in MODELS
-        )
-        return {
-            "sources.yml": SOURCES,
-            "tests.yml": tests,
-            **{f"{name}.sql": CONFIG + sql for name, (sql, _) in MODELS.items()},
-        }
+        return equivalence_project(SOURCES, {n: CONFIG + sql for n, (sql, _) in MODELS.items()})
 
     def test_stream_equals_batch_on_closed_windows(self, project):
         tables = check_runs(project, MODELS, seed=11)
@@ -309,14 +302,7 @@ def native(schema: str, sql: str) -> str:
 class TestWindowTopNOverAggregatesAndRanks:
     @pytest.fixture(scope="class")
     def models(self):
-        tests = "models:\n" + "".join(
-            f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in RANKED
-        )
-        return {
-            "sources.yml": SOURCES,
-            "tests.yml": tests,
-            **{f"{name}.sql": CONFIG + sql for name, (sql, _) in RANKED.items()},
-        }
+        return equivalence_project(SOURCES, {n: CONFIG + sql for n, (sql, _) in RANKED.items()})
 
     def test_stream_equals_batch_on_closed_windows(self, project):
         tables = check_runs(project, RANKED, seed=5)

@@ -15,7 +15,7 @@ from deltalake import DeltaTable, write_deltalake
 from dbt.adapters.spark_streaming.runtime.session import get_spark
 from dbt.adapters.spark_streaming.sql import compile_query
 
-from .helpers import commits, rows, table_path
+from .helpers import commits, equivalence_project, rows, table_path
 
 SOURCES = """
 sources:
@@ -110,14 +110,7 @@ def batch_rows(schema: str, sql: str) -> list[tuple]:
 class TestCumulateAndSession:
     @pytest.fixture(scope="class")
     def models(self):
-        tests = "models:\n" + "".join(
-            f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in MODELS
-        )
-        return {
-            "sources.yml": SOURCES,
-            "tests.yml": tests,
-            **{f"{name}.sql": CONFIG + sql for name, (sql, _) in MODELS.items()},
-        }
+        return equivalence_project(SOURCES, {n: CONFIG + sql for n, (sql, _) in MODELS.items()})
 
     def test_stream_equals_batch_on_closed_windows(self, project):
         check_runs(project, MODELS, seed=7)
@@ -174,14 +167,7 @@ def at(hhmm: str) -> datetime:
 class TestCumulateEmitsEachStep:
     @pytest.fixture(scope="class")
     def models(self):
-        tests = "models:\n" + "".join(
-            f"  - {{name: {name}, data_tests: [snapshot_equivalence]}}\n" for name in DAILY_MODELS
-        )
-        return {
-            "sources.yml": SOURCES,
-            "tests.yml": tests,
-            **{f"{name}.sql": config + DAILY for name, config in DAILY_MODELS.items()},
-        }
+        return equivalence_project(SOURCES, {n: c + DAILY for n, c in DAILY_MODELS.items()})
 
     def test_each_step_is_emitted_at_its_end(self, project):
         source = table_path(project, "ev")
