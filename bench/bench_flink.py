@@ -7,6 +7,11 @@ from scratch, as a user runs it, on the same events:
            1 minute) over a Delta source of N bids in `--versions` versions (bench_tumble's
            generator, +-5 s out of order): the high-cardinality case, ~0.43 output rows per
            input row;
+  * unsplit: the same with `split_backlog=false` (the state store takes every window), the
+           baseline measured in the same run;
+  * cluster (with `--cluster`): ours with the `spark://` URL of bench_cluster.py's standalone
+           cluster on 127.0.0.1 (2 workers of 1 core and 2 GB), started once before the timed
+           runs and stopped at the end; each run's application launches its two executors;
   * flink: PyFlink's Table API in streaming mode (a subprocess of another interpreter: PyFlink
            pins a pyarrow that deltalake cannot use) running the same query as a window TVF
            over the same events as CSV (the filesystem connector), watermark `bidtime -
@@ -17,20 +22,22 @@ Then the events/s of each at each size and the slope between sizes (marginal eve
 Checked after every run: ours read N rows and emitted the (minute, item) groups whose window
 the final watermark closed; Flink, at the end of its bounded input, closes every window, so it
 emits all groups; every row of ours equals Flink's row of that window and item (count, and
-sum to 6 decimals).
+sum to 6 decimals); unsplit's and the cluster's tables equal ours; each cluster run ran an
+executor on both workers.
 
 PyFlink is optional: without `--flink-python` (or FLINK_PYTHON), only ours is timed. To set it
 up (PyPI, ~400 MB, Java 17):
   python3.11 -m venv /tmp/flinkvenv && /tmp/flinkvenv/bin/pip install apache-flink==2.3.0
 Run (from the repo root, with the project venv):
   .venv/bin/python bench/bench_flink.py --flink-python /tmp/flinkvenv/bin/python \
-      [--events 1000000 10000000] [--versions 10] [--repeat 1]
+      [--events 1000000 10000000] [--versions 10] [--repeat 1] [--cluster]
 Work files go to bench/work/flink/ and bench/work/cluster/ (gitignored).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import shutil
@@ -70,7 +77,7 @@ env.execute_sql("""INSERT INTO per_minute
     FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '1' MINUTE))
     GROUP BY window_start, window_end, item""").wait()
 '''
-SIDES = ("ours", "unsplit", "flink")  # unsplit: ours with `split_backlog=false`, the baseline
+SIDES = ("ours", "unsplit", "cluster", "flink")  # unsplit: ours with `split_backlog=false`
 
 
 def write_csv() -> None:
@@ -144,23 +151,48 @@ def main() -> None:
         type=int,
         help="the model's max_files_per_trigger (default: none, Delta's 1,000 files)",
     )
+    ap.add_argument(
+        "--cluster", action="store_true", help="also ours on a 2-worker loopback cluster"
+    )
     args = ap.parse_args()
     if args.max_files_per_trigger:
         bc.MODEL = bc.MODEL.replace(
             "watermark_delay=",
             f"max_files_per_trigger={args.max_files_per_trigger}, watermark_delay=",
         )
-    sides = SIDES if args.flink_python else SIDES[:2]
+    left_out = {"cluster": args.cluster, "flink": args.flink_python}
+    sides = tuple(s for s in SIDES if left_out.get(s, True))
     if not args.flink_python:
         print("PyFlink not given (--flink-python / FLINK_PYTHON): timing ours only")
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     print(f"load average at start: {bc.loadavg()}")
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if args.cluster:
+            shutil.rmtree(bc.WORK, ignore_errors=True)
+            cluster = bc.StandaloneCluster(
+                os.path.join(bc.WORK, "spark"),
+                workers=2,
+                cores=bc.WORKER_CORES,
+                memory=bc.WORKER_MEMORY,
+            )
+            stack.enter_context(cluster)
+            print(f"cluster {cluster.url}: 2 workers x {bc.WORKER_CORES} core, {bc.WORKER_MEMORY}")
+        walls = run_sides(args, sides, cluster)
+    report(sorted(args.events), sides, walls, args)
+
+
+def run_sides(args, sides, cluster) -> dict[int, dict[str, list[float]]]:
+    """Each size's wall seconds per side, each run checked."""
     root = bc.project("local", "local[*]", {})
     split_model = bc.MODEL
     bc.MODEL = split_model.replace("watermark_delay=", "split_backlog=false, watermark_delay=")
     roots = {"ours": root, "unsplit": bc.project("unsplit", "local[*]", {})}
     bc.MODEL = split_model
+    if cluster is not None:
+        roots["cluster"] = bc.project("cluster", cluster.url, bc.CLUSTER_CONF)
+    known: set[str] = set()
     sizes = sorted(args.events)
     walls: dict[int, dict[str, list[float]]] = {}
     for n in sizes:
@@ -174,16 +206,19 @@ def main() -> None:
                 if side in roots:
                     wall, result = bc.dbt_run(roots[side])
                     bc.check_run(os.path.basename(roots[side]), n, expected, result)
+                    if side == "cluster":
+                        bc.check_on_workers(cluster, known)
                 else:
                     wall = run_flink(args.flink_python, args.parallelism)
                 walls[n][side].append(wall)
                 print(f"  {n:,} events, {side:5} {wall:7.1f}s  load {bc.loadavg()}", flush=True)
-            if bc.output(root) != bc.output(roots["unsplit"]):
-                sys.exit("FAIL: ours and ours unsplit wrote different rows")
+            for other in set(roots) - {"ours"}:
+                if bc.output(root) != bc.output(roots[other]):
+                    sys.exit(f"FAIL: ours and {other} wrote different rows")
             if args.flink_python:
                 ours_rows, flink_rows = check_flink_equals_ours(root)
                 print(f"  rows: ours {ours_rows:,} (all equal Flink's), Flink {flink_rows:,}")
-    report(sizes, sides, walls, args)
+    return walls
 
 
 def report(sizes, sides, walls, args) -> None:
@@ -202,8 +237,10 @@ def report(sizes, sides, walls, args) -> None:
         cells = "".join(f" | {slopes[s]:,.0f} |" for s in sides)
         lines.append(f"| slope {a:,} -> {b:,} |{cells}")
         print(f"slope ours / ours unsplit: {slopes['ours'] / slopes['unsplit']:.2f}")
-        if "flink" in slopes:
-            print(f"slope ours / flink: {slopes['ours'] / slopes['flink']:.2f} (target >= 1.5)")
+        for side in ("ours", "cluster"):
+            if side in slopes and "flink" in slopes:
+                ratio = slopes[side] / slopes["flink"]
+                print(f"slope {side} / flink: {ratio:.2f} (target >= 1.5)")
     print("\n".join(lines))
 
 
