@@ -68,6 +68,13 @@ CLUSTER_CONF = {
 }
 
 
+def loopback_cluster() -> StandaloneCluster:
+    """The standalone cluster of the timed runs (not yet started): 2 workers on 127.0.0.1."""
+    return StandaloneCluster(
+        os.path.join(WORK, "spark"), workers=2, cores=WORKER_CORES, memory=WORKER_MEMORY
+    )
+
+
 def project(side: str, master: str, conf: dict) -> str:
     """A fresh dbt project and warehouse for `side`, reading the shared source; its directory."""
     root = os.path.join(WORK, side)
@@ -214,10 +221,7 @@ def main() -> None:
     os.makedirs(WORK)
     print(f"load average at start: {loadavg()}")
     t0 = time.perf_counter()
-    cluster = StandaloneCluster(
-        os.path.join(WORK, "spark"), workers=2, cores=WORKER_CORES, memory=WORKER_MEMORY
-    )
-    with cluster:
+    with loopback_cluster() as cluster:
         print(
             f"cluster {cluster.url}: 2 workers x {WORKER_CORES} core, {WORKER_MEMORY}, "
             f"up in {time.perf_counter() - t0:.1f}s"

@@ -167,17 +167,8 @@ def main() -> None:
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     print(f"load average at start: {bc.loadavg()}")
-    with contextlib.ExitStack() as stack:
-        cluster = None
-        if args.cluster:
-            shutil.rmtree(bc.WORK, ignore_errors=True)
-            cluster = bc.StandaloneCluster(
-                os.path.join(bc.WORK, "spark"),
-                workers=2,
-                cores=bc.WORKER_CORES,
-                memory=bc.WORKER_MEMORY,
-            )
-            stack.enter_context(cluster)
+    with bc.loopback_cluster() if args.cluster else contextlib.nullcontext() as cluster:
+        if cluster is not None:
             print(f"cluster {cluster.url}: 2 workers x {bc.WORKER_CORES} core, {bc.WORKER_MEMORY}")
         walls = run_sides(args, sides, cluster)
     report(sorted(args.events), sides, walls, args)
@@ -212,8 +203,9 @@ def run_sides(args, sides, cluster) -> dict[int, dict[str, list[float]]]:
                     wall = run_flink(args.flink_python, args.parallelism)
                 walls[n][side].append(wall)
                 print(f"  {n:,} events, {side:5} {wall:7.1f}s  load {bc.loadavg()}", flush=True)
+            ours = bc.output(root)
             for other in set(roots) - {"ours"}:
-                if bc.output(root) != bc.output(roots[other]):
+                if bc.output(roots[other]) != ours:
                     sys.exit(f"FAIL: ours and {other} wrote different rows")
             if args.flink_python:
                 ours_rows, flink_rows = check_flink_equals_ours(root)
