@@ -23,6 +23,14 @@ DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+    # Checkpoint files (offsets and commit logs, state store files) written through Hadoop's
+    # FileSystem rather than its FileContext: ~12 ms instead of ~40 ms per file on a local disk
+    # (measured here; two files per micro-batch plus the state's), and the same write-then-rename.
+    # Checkpoints are on a file system whose rename is atomic (a local disk or HDFS; not an object
+    # store), and one run at a time uses a model's checkpoint (runtime/lifecycle.py's lock).
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
 }
 
 # With a cluster master, every `dbt` invocation and every continuous model's runner is an
