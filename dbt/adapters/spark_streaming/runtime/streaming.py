@@ -211,7 +211,7 @@ def _run(
         write = split.with_closed_windows(
             write, plan, path, view, lambda text: logger.info(f"{model.name}: {text}")
         )
-    query = _start(df, model, plan, places, write, interval)
+    query = _start(df, model, plan, places, write, interval, unload_state=expected == 1)
     _wait(query, model, places, monitor, expected)
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
 
@@ -340,12 +340,23 @@ def _dimensions(model: StreamingModel, plan) -> frozenset[str]:
     return frozenset(s for s in plan.sources for w in wanted if w in (s, s.rpartition(".")[2]))
 
 
-def _start(df, model: StreamingModel, plan, places: Places, sink, interval):
+# A query's state stores loaded from the checkpoint are kept for its next micro-batch; Spark
+# snapshots them (every minDeltasForSnapshot versions) and removes old files in a maintenance
+# thread that first runs a minute after they are loaded. A `dbt run` query reading one batch
+# stops well before: its stores do that maintenance as the batch commits, instead (Spark's
+# unloadOnCommit), or every run's load would replay one more delta file, for ever.
+UNLOAD_ON_COMMIT = "spark.sql.streaming.stateStore.unloadOnCommit"
+
+
+def _start(df, model: StreamingModel, plan, places: Places, sink, interval, unload_state: bool):
     """Start the query: its micro-batches go to `sink` (a ModelSink, or a function that hands
-    them to one), its progress to the checkpoint."""
+    them to one), its progress to the checkpoint. `unload_state`: its state stores do their
+    maintenance and are unloaded as each batch commits (UNLOAD_ON_COMMIT; the query takes the
+    setting as it starts: Spark runs it in a clone of the session)."""
     from pyspark.errors import PySparkException
 
     trigger = {"processingTime": interval} if interval else {"availableNow": True}
+    df.sparkSession.conf.set(UNLOAD_ON_COMMIT, "true" if unload_state else "false")
     try:
         return (
             df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
