@@ -2,11 +2,13 @@
 UNLOAD_ON_COMMIT). Each refresh is a new query that loads its state stores from the checkpoint:
 the last snapshot and the delta files after it. Spark writes snapshots in a maintenance thread
 that first runs a minute after a store is loaded, so never in a query that stops once caught
-up; before the fix every refresh added a delta file and none was ever folded into a snapshot.
+up; before the fix every refresh added a delta file, none was ever folded into a snapshot and
+none removed.
 
 An upsert_table aggregate with Spark's state is refreshed over seeded random versions, with
-minDeltasForSnapshot lowered to 2 for the test: the checkpoint then holds snapshots and no
-partition's chain of deltas after its last snapshot outgrows it, the table holds the batch
+minDeltasForSnapshot lowered to 2 and minBatchesToRetain to 3 for the test: the checkpoint
+then holds snapshots, no partition's chain of deltas after its last snapshot outgrows it, the
+oldest files are removed, the table holds the batch
 query's rows (computed here with pyarrow), and snapshot_equivalence passes after refreshes
 that loaded their state from a snapshot."""
 
@@ -33,7 +35,10 @@ MODELS = {
     "per_key": "{{ config(materialized='upsert_table', constant_domain=['k']) }}\n"
     "SELECT k, COUNT(*) AS n, SUM(v) AS total FROM {{ source('raw', 'ev') }} GROUP BY k\n"
 }
-MIN_DELTAS = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+LOWERED = {  # for the test: a snapshot after 2 deltas; files of the last 3 versions kept
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
+    "spark.sql.streaming.minBatchesToRetain": "3",
+}
 
 
 def version(rng: random.Random, n: int) -> pa.Table:
@@ -67,18 +72,21 @@ class TestRefreshesWriteStateSnapshots:
         write_deltalake(source, version(rng, 300))
         run_dbt(["run"])
         spark = SparkSession.builder.getOrCreate()  # the adapter's session, started by the run
-        spark.conf.set(MIN_DELTAS, "2")
+        for key, value in LOWERED.items():
+            spark.conf.set(key, value)
         try:
             for _ in range(7):
                 write_deltalake(source, version(rng, 200), mode="append")
                 run_dbt(["run"])
         finally:
-            spark.conf.unset(MIN_DELTAS)
+            for key in LOWERED:
+                spark.conf.unset(key)
 
         files = state_files(os.path.join(out, "_dbt_streaming", "checkpoint"))
         assert files and all(f["snapshot"] for f in files.values()), files
         for f in files.values():  # a load replays at most the deltas after the last snapshot
             assert max(f["delta"]) - max(f["snapshot"]) <= 3, f
+            assert min(f["delta"]) > 1, f  # and the old files are removed
 
         expected = (
             DeltaTable(source)
