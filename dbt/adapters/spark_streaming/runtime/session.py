@@ -24,10 +24,11 @@ DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     # Checkpoint files (offsets and commit logs, state store files) written through Hadoop's
-    # FileSystem rather than its FileContext: ~12 ms instead of ~40 ms per file on a local disk
-    # (measured here; two files per micro-batch plus the state's), and the same write-then-rename.
-    # Checkpoints are on a file system whose rename is atomic (a local disk or HDFS; not an object
-    # store), and one run at a time uses a model's checkpoint (runtime/lifecycle.py's lock).
+    # FileSystem rather than its FileContext: ~13 ms instead of ~40 ms per file on a local disk
+    # (measured here; two files per micro-batch plus the state's), with the same write-then-rename,
+    # atomic where the file system's rename is (a local disk, HDFS; on an object store neither
+    # class's is). Its check that a batch's offsets file is new is not atomic with the rename: one
+    # run at a time uses a model's checkpoint (runtime/lifecycle.py's lock).
     "spark.sql.streaming.checkpointFileManagerClass": (
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
     ),
