@@ -14,6 +14,7 @@ The checkpoint lives with the table (`<table>/_dbt_streaming/checkpoint`, layout
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Optional
 
@@ -346,6 +347,7 @@ def _dimensions(model: StreamingModel, plan) -> frozenset[str]:
 # stops well before: its stores do that maintenance as the batch commits, instead (Spark's
 # unloadOnCommit), or every run's load would replay one more delta file, for ever.
 UNLOAD_ON_COMMIT = "spark.sql.streaming.stateStore.unloadOnCommit"
+_starting = threading.Lock()  # the setting and the start, together (dbt runs models in threads)
 
 
 def _start(df, model: StreamingModel, plan, places: Places, sink, interval, unload_state: bool):
@@ -356,16 +358,17 @@ def _start(df, model: StreamingModel, plan, places: Places, sink, interval, unlo
     from pyspark.errors import PySparkException
 
     trigger = {"processingTime": interval} if interval else {"availableNow": True}
-    df.sparkSession.conf.set(UNLOAD_ON_COMMIT, "true" if unload_state else "false")
     try:
-        return (
-            df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
-            .outputMode(plan.output_mode)
-            .foreachBatch(sink)
-            .trigger(**trigger)
-            .option("checkpointLocation", places.checkpoint)
-            .start()
-        )
+        with _starting:
+            df.sparkSession.conf.set(UNLOAD_ON_COMMIT, "true" if unload_state else "false")
+            return (
+                df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
+                .outputMode(plan.output_mode)
+                .foreachBatch(sink)
+                .trigger(**trigger)
+                .option("checkpointLocation", places.checkpoint)
+                .start()
+            )
     except PySparkException as exc:
         raise failures.query_failed(
             model.identifier, model.name, places.checkpoint, str(exc)
