@@ -23,11 +23,13 @@ import sys
 import numpy as np
 from deltalake import write_deltalake
 
+from dbt.adapters.spark_streaming.layout import checkpoint_path
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_upsert as bu  # noqa: E402  (its project, events and checks)
 
 MODEL = "clicks_per_user_spark"
-STATE = os.path.join(bu.WAREHOUSE, "bench", MODEL, "_dbt_streaming", "checkpoint", "state")
+STATE = os.path.join(checkpoint_path(os.path.join(bu.WAREHOUSE, "bench", MODEL)), "state")
 
 
 def state_files() -> tuple[int, int]:

@@ -8,9 +8,9 @@ none removed.
 An upsert_table aggregate with Spark's state is refreshed over seeded random versions, with
 minDeltasForSnapshot lowered to 2 and minBatchesToRetain to 3 for the test: the checkpoint
 then holds snapshots, no partition's chain of deltas after its last snapshot outgrows it, the
-oldest files are removed, the table holds the batch
-query's rows (computed here with pyarrow), and snapshot_equivalence passes after refreshes
-that loaded their state from a snapshot."""
+oldest files are removed, the table holds the batch query's rows (computed here with
+pyarrow), and snapshot_equivalence passes after refreshes that loaded their state from a
+snapshot."""
 
 import glob
 import os
@@ -22,6 +22,8 @@ import pytest
 from dbt.tests.util import run_dbt
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
+
+from dbt.adapters.spark_streaming.layout import checkpoint_path
 
 from .helpers import equivalence_project, rows, table_path
 
@@ -82,7 +84,7 @@ class TestRefreshesWriteStateSnapshots:
             for key in LOWERED:
                 spark.conf.unset(key)
 
-        files = state_files(os.path.join(out, "_dbt_streaming", "checkpoint"))
+        files = state_files(checkpoint_path(out))
         assert files and all(f["snapshot"] for f in files.values()), files
         for f in files.values():  # a load replays at most the deltas after the last snapshot
             assert max(f["delta"]) - max(f["snapshot"]) <= 3, f
