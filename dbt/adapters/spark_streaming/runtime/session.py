@@ -3,7 +3,10 @@ on the cluster the profile's `master` names, e.g. `spark://host:7077`)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -12,6 +15,7 @@ from typing import Any
 
 _lock = threading.Lock()
 _spark = None
+_forkserver: subprocess.Popen | None = None
 
 DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
@@ -77,6 +81,33 @@ def _put_first_on_pythonpath(entry: str) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([entry, *paths])
 
 
+FORKSERVER_ENV = "DBT_SPARK_STREAMING_FORKSERVER"  # its module is in WORKER_PATH: not imported here
+
+
+def start_forkserver() -> None:
+    """Start the fork server for the offsets process of the streaming queries this process's
+    session will run (runtime/workerpath/spark_streaming_forkserver.py: ~0.15-0.2 s less per query
+    start), and give its socket to the JVM (started next) in the environment. It ends with this
+    process. `DBT_SPARK_STREAMING_FORKSERVER=off` in the environment turns it off."""
+    global _forkserver
+    if os.environ.get(FORKSERVER_ENV) == "off":
+        return
+    directory = tempfile.mkdtemp(prefix="dbt-spark-fork-")
+    atexit.register(shutil.rmtree, directory, True)
+    path = os.path.join(directory, "socket")
+    if len(path.encode()) > 100:  # a Unix socket's path has a length limit
+        os.environ.pop(FORKSERVER_ENV, None)  # one inherited from a parent process's session
+        return
+    serve = "import sys, spark_streaming_forkserver as f; f.serve(sys.argv[1])"
+    # PySpark gives its Python processes PYTHONHASHSEED (0 unless set): the server's must match
+    env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
+    _forkserver = subprocess.Popen(
+        [sys.executable, "-c", serve, path], stdin=subprocess.PIPE, env=env
+    )
+    atexit.register(_forkserver.stdin.close)  # it stops when its standard input closes
+    os.environ[FORKSERVER_ENV] = path
+
+
 def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
     """Create (once) and return the SparkSession, with the Delta source registered.
 
@@ -98,6 +129,7 @@ def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         _put_first_on_pythonpath(WORKER_PATH)
+        start_forkserver()
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.master(master).appName("dbt-spark-streaming")

@@ -12,7 +12,9 @@ process compiles pyspark again: ~1.1 s to import the streaming source runner ins
 installed pyspark's own (``<pyspark>/python/lib/``); with a Spark distribution and no pyspark
 package (a cluster's workers), nothing changes.
 
-Python imports one ``sitecustomize``: the one this shadows, if any, is run after."""
+Python imports one ``sitecustomize``: the one this shadows, if any, is run after. Then, in the
+process Spark starts for a streaming query's offsets, the driver's fork server takes over
+(spark_streaming_forkserver.py)."""
 
 import importlib.machinery
 import importlib.util
@@ -53,3 +55,8 @@ def _run_shadowed() -> None:
 
 _drop_spark_zips()
 _run_shadowed()
+
+import spark_streaming_forkserver  # noqa: E402  (this directory is on the path)
+
+if spark_streaming_forkserver.wanted():
+    spark_streaming_forkserver.hand_over()

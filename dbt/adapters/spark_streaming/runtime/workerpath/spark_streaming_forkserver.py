@@ -1,0 +1,209 @@
+"""A fork server for the Python process Spark starts per streaming query on the driver.
+
+Spark asks a Python data source for its offsets through a process of its own per streaming query
+(`PythonStreamingSourceRunner`: ``python -m pyspark.sql.streaming.python_streaming_source_runner``,
+started directly, never forked from pyspark's daemon as its other Python processes are), and that
+process imports pyspark, numpy and pyarrow before any work: ~0.15-0.2 s of every query start, and
+a `dbt run` of a model is one query start.
+
+The driver starts this server with its session (runtime/session.py's ``start_forkserver``); the
+server imports the runner's module once and waits on a Unix socket whose path is in
+``DBT_SPARK_STREAMING_FORKSERVER``. The process Spark starts hands its standard streams,
+environment and working directory over from its ``sitecustomize`` (before any import of its own),
+the server forks a child that runs the runner's ``__main__`` with them, and the process Spark
+started waits for that child and exits with its status (a SIGTERM to it, Spark's way to stop the
+runner, is passed on). When anything differs (no server, another interpreter or hash seed, a
+``sys.path`` that would import another pyspark, numpy or pyarrow than the server's, a refused or
+broken connection) the process goes on as before and imports the runner itself.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import signal
+import socket
+import struct
+import sys
+
+ENV = "DBT_SPARK_STREAMING_FORKSERVER"
+MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
+_LENGTH = struct.Struct("!I")
+
+
+def wanted() -> bool:
+    """Whether this process is the runner Spark started and a server is there to take it."""
+    return os.environ.get(ENV, "off") != "off" and sys.orig_argv[1:] == ["-m", MODULE]
+
+
+def _interpreter() -> tuple:
+    """What a process's interpreter fixes at its start (its string hashes' seed among them)."""
+    return (sys.executable, sys.version, tuple(sys.flags), os.environ.get("PYTHONHASHSEED"))
+
+
+def _preloaded() -> dict[str, str]:
+    """The server's top-level modules from outside the standard library (pyspark, py4j, numpy,
+    pyarrow, ...), with their files."""
+    files = {}
+    for name, module in sys.modules.items():
+        spec = getattr(module, "__spec__", None)
+        origin = spec.origin if spec is not None else None
+        if origin and os.path.isabs(origin) and "." not in name:
+            if name not in sys.stdlib_module_names:
+                files[name] = origin
+    return files
+
+
+def _same_modules(files: dict[str, str], path: list[str]) -> bool:
+    """Whether a process with `path` as its sys.path would import these files for these modules."""
+    from importlib.machinery import PathFinder
+
+    for name, origin in files.items():
+        spec = PathFinder.find_spec(name, path)
+        if spec is None or spec.origin != origin:
+            return False
+    return True
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # removed since (the JVM's, e.g. a test's temporary directory): not needed
+        return None
+
+
+def hand_over() -> None:
+    """Called by sitecustomize in the process Spark started: have the server run the runner, wait
+    for it and exit; return (and let the process import the runner) if the server does not."""
+    request = marshal.dumps((_interpreter(), list(sys.path), dict(os.environ), _cwd()))
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(os.environ[ENV])
+        socket.send_fds(sock, [_LENGTH.pack(len(request)) + request], [0, 1, 2])
+        replies = sock.makefile("rb")
+        reply = replies.readline()
+    except OSError:
+        return
+    if not reply.strip().isdigit():
+        sock.close()
+        return
+    child = int(reply)
+
+    def stop(signum, _frame):
+        try:
+            os.kill(child, signum)
+        finally:
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    status = replies.readline().strip()  # the child's exit status, or nothing if it was killed
+    os._exit(int(status) if status.isdigit() else 1)
+
+
+def _receive(conn: socket.socket) -> tuple[tuple, list[int]]:
+    data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 3)
+    try:
+        (size,) = _LENGTH.unpack_from(data)
+        data = data[_LENGTH.size :]
+        while len(data) < size:
+            chunk = conn.recv(size - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        if len(fds) != 3:
+            raise EOFError
+        return marshal.loads(data), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def module_path(cwd: str | None, path: list[str]) -> list[str]:
+    """The sys.path of `python -m` run in `cwd`: the working directory first, unless it was
+    removed (an empty entry would then fail every import that looks there)."""
+    return path if cwd is None else [cwd, *path]
+
+
+def _run_child(conn: socket.socket, fds: list[int], path: list, environ: dict, cwd) -> None:
+    """In the forked child: become the process Spark started, then run the runner."""
+    import runpy
+
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(environ)
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.path[:] = module_path(cwd, path)
+        sys.modules.pop(MODULE)  # imported by the server; run afresh as __main__ (as `-m` does)
+        conn.sendall(b"%d\n" % os.getpid())
+        runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        code &= 0xFF
+        for flush in (sys.stdout.flush, sys.stderr.flush, lambda: conn.sendall(b"%d\n" % code)):
+            try:
+                flush()
+            except Exception:
+                pass
+        os._exit(code)
+
+
+def serve(path: str) -> None:
+    """The server (started by the driver with this module on its PYTHONPATH, `python -c`): ends
+    when its standard input closes, i.e. when the driver ends."""
+    import importlib
+    import selectors
+
+    importlib.import_module(MODULE)
+    interpreter = _interpreter()
+    preloaded = _preloaded()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C to dbt reaches the whole process group
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    events = selectors.DefaultSelector()
+    events.register(listener, selectors.EVENT_READ)
+    events.register(sys.stdin, selectors.EVENT_READ)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    while True:
+        for key, _ in events.select():
+            if key.fileobj is sys.stdin:
+                if not os.read(sys.stdin.fileno(), 4096):
+                    return
+                continue
+            conn, _ = listener.accept()
+            conn.settimeout(10)  # a process that stops sending does not hold the others up
+            with conn:
+                try:
+                    (theirs, path, environ, cwd), fds = _receive(conn)
+                except (OSError, ValueError, EOFError, TypeError, struct.error):
+                    continue
+                try:
+                    if theirs != interpreter or not _same_modules(preloaded, path):
+                        conn.sendall(b"no\n")
+                    elif os.fork() == 0:
+                        events.close()
+                        listener.close()
+                        _run_child(conn, fds, path, environ, cwd)
+                except OSError:  # the process Spark started is gone, or no fork: it goes on alone
+                    pass
+                finally:
+                    for fd in fds:
+                        os.close(fd)
