@@ -126,12 +126,15 @@ def module_path(cwd: str | None, path: list[str]) -> list[str]:
     return path if cwd is None else [cwd, *path]
 
 
-def _run_child(conn: socket.socket, fds: list[int], path: list, environ: dict, cwd) -> None:
-    """In the forked child: become the process Spark started, then run the runner."""
+def _run_child(server, conn: socket.socket, fds: list[int], path: list, environ, cwd) -> None:
+    """In the forked child: leave the `server`'s sockets, become the process Spark started, run
+    the runner, and exit (never return)."""
     import runpy
 
     code = 1
     try:
+        for closable in server:
+            closable.close()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -192,16 +195,14 @@ def serve(path: str) -> None:
             conn.settimeout(10)  # a process that stops sending does not hold the others up
             with conn:
                 try:
-                    (theirs, path, environ, cwd), fds = _receive(conn)
+                    (theirs, their_path, environ, cwd), fds = _receive(conn)
                 except (OSError, ValueError, EOFError, TypeError, struct.error):
                     continue
                 try:
-                    if theirs != interpreter or not _same_modules(preloaded, path):
+                    if theirs != interpreter or not _same_modules(preloaded, their_path):
                         conn.sendall(b"no\n")
                     elif os.fork() == 0:
-                        events.close()
-                        listener.close()
-                        _run_child(conn, fds, path, environ, cwd)
+                        _run_child((events, listener), conn, fds, their_path, environ, cwd)
                 except OSError:  # the process Spark started is gone, or no fork: it goes on alone
                     pass
                 finally:
