@@ -14,7 +14,11 @@ import time
 
 import pytest
 
-from dbt.adapters.spark_streaming.runtime.session import FORKSERVER_ENV, WORKER_PATH
+from dbt.adapters.spark_streaming.runtime.session import (
+    FORKSERVER_ENV,
+    WORKER_PATH,
+    forkserver_command,
+)
 
 RUNNER = [sys.executable, "-m", "pyspark.sql.streaming.python_streaming_source_runner"]
 
@@ -35,9 +39,8 @@ def _environment(socket_path):
 @pytest.fixture
 def server(tmp_path):
     path = str(tmp_path / "socket")
-    serve = "import sys, spark_streaming_forkserver as f; f.serve(sys.argv[1])"
     process = subprocess.Popen(
-        [sys.executable, "-c", serve, path], stdin=subprocess.PIPE, env=_environment(path)
+        forkserver_command(path), stdin=subprocess.PIPE, env=_environment(path)
     )
     deadline = time.monotonic() + 30
     while not os.path.exists(path):

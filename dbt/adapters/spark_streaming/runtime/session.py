@@ -84,6 +84,12 @@ def _put_first_on_pythonpath(entry: str) -> None:
 FORKSERVER_ENV = "DBT_SPARK_STREAMING_FORKSERVER"  # its module is in WORKER_PATH: not imported here
 
 
+def forkserver_command(socket_path: str) -> list[str]:
+    """The fork server's command line (WORKER_PATH must be on its PYTHONPATH)."""
+    serve = "import sys, spark_streaming_forkserver as f; f.serve(sys.argv[1])"
+    return [sys.executable, "-c", serve, socket_path]
+
+
 def start_forkserver() -> None:
     """Start the fork server for the offsets process of the streaming queries this process's
     session will run (runtime/workerpath/spark_streaming_forkserver.py: ~0.15-0.2 s less per query
@@ -98,12 +104,9 @@ def start_forkserver() -> None:
     if len(path.encode()) > 100:  # a Unix socket's path has a length limit
         os.environ.pop(FORKSERVER_ENV, None)  # one inherited from a parent process's session
         return
-    serve = "import sys, spark_streaming_forkserver as f; f.serve(sys.argv[1])"
     # PySpark gives its Python processes PYTHONHASHSEED (0 unless set): the server's must match
     env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
-    _forkserver = subprocess.Popen(
-        [sys.executable, "-c", serve, path], stdin=subprocess.PIPE, env=env
-    )
+    _forkserver = subprocess.Popen(forkserver_command(path), stdin=subprocess.PIPE, env=env)
     atexit.register(_forkserver.stdin.close)  # it stops when its standard input closes
     os.environ[FORKSERVER_ENV] = path
 
