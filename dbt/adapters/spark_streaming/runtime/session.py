@@ -90,16 +90,22 @@ def forkserver_command(socket_path: str) -> list[str]:
     return [sys.executable, "-c", serve, socket_path]
 
 
-def start_forkserver() -> None:
+def private_directory() -> str:
+    """A new directory of this process's own in the temp directory, removed when it exits."""
+    directory = tempfile.mkdtemp(prefix="dbt-spark-streaming-")
+    atexit.register(shutil.rmtree, directory, True)
+    return directory
+
+
+def start_forkserver(directory: str) -> None:
     """Start the fork server for the offsets process of the streaming queries this process's
     session will run (runtime/workerpath/spark_streaming_forkserver.py: ~0.15-0.2 s less per query
-    start), and give its socket to the JVM (started next) in the environment. It ends with this
-    process. `DBT_SPARK_STREAMING_FORKSERVER=off` in the environment turns it off."""
+    start), its socket in `directory`, and give the socket to the JVM (started next) in the
+    environment. It ends with this process. `DBT_SPARK_STREAMING_FORKSERVER=off` in the
+    environment turns it off."""
     global _forkserver
     if os.environ.get(FORKSERVER_ENV) == "off":
         return
-    directory = tempfile.mkdtemp(prefix="dbt-spark-fork-")
-    atexit.register(shutil.rmtree, directory, True)
     path = os.path.join(directory, "socket")
     if len(path.encode()) > 100:  # a Unix socket's path has a length limit
         os.environ.pop(FORKSERVER_ENV, None)  # one inherited from a parent process's session
@@ -114,14 +120,16 @@ def start_forkserver() -> None:
 def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
     """Create (once) and return the SparkSession, with the Delta source registered.
 
-    The catalog is in-memory; its managed-table directory is a private temp dir because
-    the Delta data itself lives under the profile's `warehouse_path`."""
+    The catalog is in-memory; its managed-table directory is in a private temp dir (removed at
+    exit, with the fork server's socket) because the Delta data itself lives under the
+    profile's `warehouse_path`."""
     global _spark
     with _lock:
         if _spark is not None:
             return _spark
+        private = private_directory()
         settings = {
-            "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="dbt-spark-catalog-"),
+            "spark.sql.warehouse.dir": os.path.join(private, "catalog"),
             **spark_settings(master, conf),
         }
         # Python workers (the executors' too) must run an interpreter that has pyarrow, deltalake
@@ -132,7 +140,7 @@ def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         _put_first_on_pythonpath(WORKER_PATH)
-        start_forkserver()
+        start_forkserver(private)
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.master(master).appName("dbt-spark-streaming")
