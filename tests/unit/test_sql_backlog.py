@@ -33,10 +33,11 @@ def plan(sql: str, materialization: str = "streaming_view"):
 
 
 def test_the_halves_of_a_tumble_aggregate():
-    p = plan(AGG.format(TUMBLE) + "WHERE price > 1 " + GROUP + " HAVING SUM(price) > 2")
+    where = "WHERE bidtime > TIMESTAMP '2020-01-01 00:00:00' OR price > 1 "
+    p = plan(AGG.format(TUMBLE) + where + GROUP + " HAVING SUM(price) > 2")
     assert p.backlog_window is not None and p.backlog_window.time_column == "bidtime"
     head = "SELECT __w.start AS window_start, __w.end AS window_end, item, SUM(price) AS total"
-    tail = "AS bids WHERE price > 1 GROUP BY __w, item HAVING SUM(price) > 2"
+    tail = f"AS bids {where}GROUP BY __w, item HAVING SUM(price) > 2"
     assert p.backlog_sql_for({"analytics.bids": "b"}, 7_000_000) == norm(
         f"{head} FROM (SELECT * FROM {INNER} WHERE __w.end <= TIMESTAMP_MICROS(7000000)) {tail}"
     )
@@ -85,6 +86,34 @@ def test_a_top_n_of_each_windows_rows_splits():  # one aggregate, by window
 )
 def test_other_queries_do_not_split(sql):
     assert plan(sql).backlog_window is None
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        "WHERE price > 1",  # Spark computes the watermark over the rows that pass
+        "WHERE bidtime > TIMESTAMP '2020-01-01 00:00:00' AND item <> 'x'",  # one conjunct of two
+        "WHERE TRUE",
+        f"{GROUP} HAVING item <> 'x'",  # a grouping key's: pushed through the aggregate
+    ],
+)
+def test_a_filter_below_the_watermark_does_not_split(filters):
+    sql = AGG.format(TUMBLE) + filters + ("" if "GROUP" in filters else f" {GROUP}")
+    assert plan(sql).backlog_window is None
+
+
+@pytest.mark.parametrize(
+    "outer, splits",
+    [
+        ("WHERE it <> 'x'", False),  # a grouping key, renamed: pushed through the aggregate
+        ("WHERE total > 2", True),  # an aggregate's value stays above it
+        ("WHERE window_end > TIMESTAMP '2020-01-01 00:00:00'", True),  # the window's
+        ("WHERE it <> 'x' OR total > 2", True),
+    ],
+)
+def test_a_filter_over_the_aggregate_splits_unless_on_its_keys(outer, splits):
+    inner = AGG.format(TUMBLE).replace("item,", "item AS it,") + GROUP
+    assert (plan(f"SELECT * FROM ({inner}) {outer}").backlog_window is not None) == splits
 
 
 def test_an_upsert_table_does_not_split():

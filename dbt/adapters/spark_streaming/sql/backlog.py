@@ -18,7 +18,12 @@ drops them as late and counts them).
 Only a query whose sole state is one window aggregate of TUMBLE, HOP or CUMULATE windows over
 one source splits (a Top-N of a window's rows is one): a SESSION's windows merge (a row's own
 window may end before its session does), and a join or a second aggregate (a Top-N over a
-window aggregate) keeps state of its own.
+window aggregate) keeps state of its own. Nor does a query with a filter Spark may move below
+its WATERMARK clause: Spark's optimizer pushes every deterministic conjunct that does not
+reference the event time column below it (PushPredicateThroughNonJoin), so the watermark is
+then the largest event time of the rows that pass, not of every row, and a split point from
+the source's statistics would be above it (a WHERE on a non-time column, or a HAVING or an
+outer WHERE on a grouping key other than the window).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from sqlglot import exp
 
 from .analysis import WindowSpec, table_key
 from .oracle import window_aggregates
-from .rewrite import WINDOW_STRUCT
+from .rewrite import CUMULATE_WINDOW, WINDOW_STRUCT
 
 SPLIT_KINDS = ("tumble", "hop", "cumulate")
 
@@ -49,7 +54,65 @@ def splittable(tree: exp.Expr, windows: Sequence[WindowSpec]) -> Optional[Window
     if len(tables) != 1 or table_key(tables[0]) != windows[0].source:
         return None
     selects = derived.find_all(exp.Select)
-    return windows[0] if all(s.find(exp.Star) for s in selects) else None
+    if not all(s.find(exp.Star) for s in selects):
+        return None
+    return None if _filters_below_watermark(tree, aggregates[0][0], windows[0]) else windows[0]
+
+
+def _conjuncts(select: exp.Select, clause: str) -> list[exp.Expr]:
+    condition = select.args.get(clause)
+    if condition is None:
+        return []
+    condition = condition.this
+    return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
+
+
+def _filters_below_watermark(tree: exp.Expr, aggregate: exp.Select, window: WindowSpec) -> bool:
+    """Whether a conjunct of a WHERE or HAVING may pass below the WATERMARK clause (module
+    doc): in the aggregate's input (its WHERE, the windowed input's), any that references neither
+    the time column nor the window; above it (its HAVING, an enclosing query's WHERE or HAVING),
+    any without an aggregate function whose columns are all grouping keys but the window."""
+    timed = {window.time_column.lower(), "window_start", "window_end", "window_time"}
+    structs = {WINDOW_STRUCT, CUMULATE_WINDOW}
+
+    def columns(node: exp.Expr) -> list[exp.Column]:
+        return list(node.find_all(exp.Column))
+
+    def is_time(column: exp.Column) -> bool:
+        return column.name.lower() in timed | structs or column.table.lower() in structs
+
+    keys = {
+        c.name.lower()
+        for c in aggregate.args["group"].expressions
+        if isinstance(c, exp.Column) and not is_time(c)
+    }
+    keys |= {
+        p.alias.lower()
+        for p in aggregate.expressions
+        if isinstance(p, exp.Alias)
+        and isinstance(p.this, exp.Column)
+        and p.this.name.lower() in keys
+    }
+
+    def on_keys(conjunct: exp.Expr) -> bool:
+        return not conjunct.find(exp.AggFunc) and all(
+            c.name.lower() in keys for c in columns(conjunct)
+        )
+
+    below = [aggregate, *aggregate.args["from_"].find_all(exp.Select)]
+    for select in below:
+        if any(not any(is_time(c) for c in columns(x)) for x in _conjuncts(select, "where")):
+            return True
+    if any(on_keys(x) for x in _conjuncts(aggregate, "having")):
+        return True
+    inside = {id(s) for s in aggregate.find_all(exp.Select)}
+    return any(
+        on_keys(x)
+        for select in tree.find_all(exp.Select)
+        if id(select) not in inside
+        for clause in ("where", "having")
+        for x in _conjuncts(select, clause)
+    )
 
 
 def split(tree: exp.Expr, closed_us: int, marker: Optional[str] = None) -> exp.Expr:
