@@ -109,11 +109,22 @@ def test_a_filter_below_the_watermark_does_not_split(filters):
         ("WHERE total > 2", True),  # an aggregate's value stays above it
         ("WHERE window_end > TIMESTAMP '2020-01-01 00:00:00'", True),  # the window's
         ("WHERE it <> 'x' OR total > 2", True),
+        ("WHERE UPPER(it) <> 'X'", False),
     ],
 )
 def test_a_filter_over_the_aggregate_splits_unless_on_its_keys(outer, splits):
     inner = AGG.format(TUMBLE).replace("item,", "item AS it,") + GROUP
     assert (plan(f"SELECT * FROM ({inner}) {outer}").backlog_window is not None) == splits
+    # through a further query, renamed again
+    renamed = f"SELECT it AS i2, window_end, total FROM ({inner})"
+    outer = outer.replace("UPPER(it)", "UPPER(i2)").replace("it <>", "i2 <>")
+    assert (plan(f"SELECT * FROM ({renamed}) {outer}").backlog_window is not None) == splits
+
+
+def test_a_having_on_a_key_expression_does_not_split():
+    sql = AGG.format(TUMBLE).replace("item,", "LOWER(item) AS li,") + GROUP
+    assert plan(sql + " HAVING SUM(price) > 1").backlog_window is not None
+    assert plan(sql + " HAVING li <> 'x'").backlog_window is None
 
 
 def test_an_upsert_table_does_not_split():

@@ -56,7 +56,7 @@ def splittable(tree: exp.Expr, windows: Sequence[WindowSpec]) -> Optional[Window
     selects = derived.find_all(exp.Select)
     if not all(s.find(exp.Star) for s in selects):
         return None
-    return None if _filters_below_watermark(tree, aggregates[0][0], windows[0]) else windows[0]
+    return None if _filters_below_watermark(aggregates[0][0], windows[0]) else windows[0]
 
 
 def _conjuncts(select: exp.Select, clause: str) -> list[exp.Expr]:
@@ -67,11 +67,12 @@ def _conjuncts(select: exp.Select, clause: str) -> list[exp.Expr]:
     return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
 
 
-def _filters_below_watermark(tree: exp.Expr, aggregate: exp.Select, window: WindowSpec) -> bool:
+def _filters_below_watermark(aggregate: exp.Select, window: WindowSpec) -> bool:
     """Whether a conjunct of a WHERE or HAVING may pass below the WATERMARK clause (module
     doc): in the aggregate's input (its WHERE, the windowed input's), any that references neither
     the time column nor the window; above it (its HAVING, an enclosing query's WHERE or HAVING),
-    any without an aggregate function whose columns are all grouping keys but the window."""
+    any without an aggregate function whose columns all derive from grouping keys but the
+    window (Spark pushes those through the aggregate)."""
     timed = {window.time_column.lower(), "window_start", "window_end", "window_time"}
     structs = {WINDOW_STRUCT, CUMULATE_WINDOW}
 
@@ -81,38 +82,36 @@ def _filters_below_watermark(tree: exp.Expr, aggregate: exp.Select, window: Wind
     def is_time(column: exp.Column) -> bool:
         return column.name.lower() in timed | structs or column.table.lower() in structs
 
+    for inner in [aggregate, *aggregate.args["from_"].find_all(exp.Select)]:
+        if any(not any(is_time(c) for c in columns(x)) for x in _conjuncts(inner, "where")):
+            return True
+
     keys = {
         c.name.lower()
         for c in aggregate.args["group"].expressions
         if isinstance(c, exp.Column) and not is_time(c)
     }
-    keys |= {
-        p.alias.lower()
-        for p in aggregate.expressions
-        if isinstance(p, exp.Alias)
-        and isinstance(p.this, exp.Column)
-        and p.this.name.lower() in keys
-    }
 
-    def on_keys(conjunct: exp.Expr) -> bool:
-        return not conjunct.find(exp.AggFunc) and all(
-            c.name.lower() in keys for c in columns(conjunct)
+    def on_keys(node: exp.Expr) -> bool:
+        return not node.find(exp.AggFunc, exp.Window) and all(
+            c.name.lower() in keys for c in columns(node)
         )
 
-    below = [aggregate, *aggregate.args["from_"].find_all(exp.Select)]
-    for select in below:
-        if any(not any(is_time(c) for c in columns(x)) for x in _conjuncts(select, "where")):
-            return True
+    keys |= {p.alias_or_name.lower() for p in aggregate.expressions if on_keys(p.unalias())}
     if any(on_keys(x) for x in _conjuncts(aggregate, "having")):
         return True
-    inside = {id(s) for s in aggregate.find_all(exp.Select)}
-    return any(
-        on_keys(x)
-        for select in tree.find_all(exp.Select)
-        if id(select) not in inside
-        for clause in ("where", "having")
-        for x in _conjuncts(select, clause)
-    )
+    select: Optional[exp.Select] = aggregate
+    while select is not None:  # from the aggregate out: the names its keys have there
+        star = any(isinstance(p, exp.Star) for p in select.expressions)
+        keys = {p.alias_or_name.lower() for p in select.expressions if on_keys(p.unalias())} | (
+            keys if star else set()
+        )
+        select = select.parent_select
+        if select is not None and any(
+            on_keys(x) for clause in ("where", "having") for x in _conjuncts(select, clause)
+        ):
+            return True
+    return False
 
 
 def split(tree: exp.Expr, closed_us: int, marker: Optional[str] = None) -> exp.Expr:
