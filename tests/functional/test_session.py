@@ -33,20 +33,16 @@ print(os.environ[session.FORKSERVER_ENV])
 
 
 def test_a_process_leaves_nothing_in_the_temp_directory(tmp_path):
-    with tempfile.TemporaryDirectory() as temp:  # short: a socket's path has a length limit
-        _run_in(temp, tmp_path)
-
-
-def _run_in(temp: str, tmp_path) -> None:
     script = SCRIPT.format(events=str(tmp_path / "events"), checkpoint=str(tmp_path / "checkpoint"))
-    env = {**os.environ, "TMPDIR": temp}  # Python's temp dir; the JVM's stays /tmp
-    env.pop(FORKSERVER_ENV, None)  # the suite's own session's socket
-    run = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    catalog, socket = run.stdout.split()[-2:]
-    # both were in one directory of the process's own, under TMPDIR
-    assert os.path.dirname(catalog.removeprefix("file:")) == os.path.dirname(socket)
-    assert os.path.dirname(os.path.dirname(socket)) == temp
-    assert os.listdir(temp) == []
+    with tempfile.TemporaryDirectory() as temp:  # short: a socket's path has a length limit
+        env = {**os.environ, "TMPDIR": temp}  # Python's temp dir; the JVM's stays /tmp
+        env.pop(FORKSERVER_ENV, None)  # the suite's own session's socket
+        run = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        catalog, socket = run.stdout.split()[-2:]
+        # both were in one directory of the process's own, under TMPDIR
+        assert os.path.dirname(catalog.removeprefix("file:")) == os.path.dirname(socket)
+        assert os.path.dirname(os.path.dirname(socket)) == temp
+        assert os.listdir(temp) == []

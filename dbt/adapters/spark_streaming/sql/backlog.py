@@ -97,20 +97,18 @@ def _filters_below_watermark(aggregate: exp.Select, window: WindowSpec) -> bool:
             c.name.lower() in keys for c in columns(node)
         )
 
-    keys |= {p.alias_or_name.lower() for p in aggregate.expressions if on_keys(p.unalias())}
-    if any(on_keys(x) for x in _conjuncts(aggregate, "having")):
-        return True
+    def outputs(select: exp.Select) -> set[str]:
+        return {p.alias_or_name.lower() for p in select.expressions if on_keys(p.unalias())}
+
+    keys |= outputs(aggregate)  # its HAVING sees the grouping keys and their aliases
     select: Optional[exp.Select] = aggregate
+    clauses: tuple[str, ...] = ("having",)
     while select is not None:  # from the aggregate out: the names its keys have there
-        star = any(isinstance(p, exp.Star) for p in select.expressions)
-        keys = {p.alias_or_name.lower() for p in select.expressions if on_keys(p.unalias())} | (
-            keys if star else set()
-        )
-        select = select.parent_select
-        if select is not None and any(
-            on_keys(x) for clause in ("where", "having") for x in _conjuncts(select, clause)
-        ):
+        if any(on_keys(x) for clause in clauses for x in _conjuncts(select, clause)):
             return True
+        star = any(isinstance(p, exp.Star) for p in select.expressions)
+        keys = outputs(select) | (keys if star else set())
+        select, clauses = select.parent_select, ("where", "having")
     return False
 
 
