@@ -161,22 +161,23 @@ class TestChangeWhileRunning(Base):
             and self.status(project)["alive"]
         )
 
-        # A change after the aggregation keeps the state: the runner is restarted on it.
+        # A change after the aggregation keeps the state: its query is restarted on it.
+        request = self.status(project)["request"]
         with open(os.path.join(project.project_root, "models", "per_10min.sql"), "w") as fh:
             fh.write(MODEL.replace("SUM(price) AS total", "ROUND(SUM(price), 2) AS total"))
         _, out = run_dbt_and_capture(["run"])
         assert "class keeps_state" in out and "its query changed" in out, out
         restarted = self.status(project)
-        assert restarted["alive"] and restarted["pid"] != pid and rows(path) == before
-        pid = restarted["pid"]
+        assert restarted["alive"] and restarted["request"] != request and rows(path) == before
+        request = restarted["request"]
         with open(os.path.join(project.project_root, "models", "per_10min.sql"), "w") as fh:
             fh.write(CHANGED)
 
-        # --full-refresh stops the runner, rebuilds, and starts a new one on the new query.
+        # --full-refresh stops the query, rebuilds, and starts the new query in a runner.
         _, out = run_dbt_and_capture(["run", "--full-refresh"])
-        assert "stopping its runner" in out and "running continuously" in out
+        assert "stopping its query in its runner" in out and "running continuously" in out
         new = self.status(project)
-        assert new["alive"] and new["pid"] != pid
+        assert new["alive"] and new["request"] != request
         assert rows(path) == [window("08:00", "08:10", 11.0, 3)]
         run_dbt(["run-operation", "stream_stop"])
         assert self.status(project)["state"] == "stopped"

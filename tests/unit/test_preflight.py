@@ -116,6 +116,16 @@ def test_first_error_line_skips_traceback():
         "py4j.protocol.Py4JJavaError: An error occurred while calling o12.awaitTermination.\n"
     )
     assert failures.first_error_line(text).startswith("py4j.protocol.Py4JJavaError: An error")
+    wrapped = (
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: "
+        "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function.\n"
+        'Traceback (most recent call last):\n  File "x.py", line 3, in f\n'
+        "pyspark.errors.exceptions.captured.SparkRuntimeException: [USER_RAISED_EXCEPTION] "
+        "a price below 1 SQLSTATE: P0001\n"
+    )
+    assert failures.first_error_line(wrapped).endswith(
+        "[USER_RAISED_EXCEPTION] a price below 1 SQLSTATE: P0001"
+    )
     assert failures.first_error_line("x\n[dbt-spark-streaming SSD401] a: b. c") == (
         "[dbt-spark-streaming SSD401] a: b. c"
     )

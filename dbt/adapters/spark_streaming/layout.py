@@ -14,7 +14,8 @@ Per warehouse, in its *control root*: the warehouse itself, or the profile's `ch
 when one is set (hidden from the catalog: names starting with '.' or '_' are not schemas)::
 
     <control>/.dbt_streaming/locks/<schema>.<identifier>.lock    a model's run lock
-    <control>/.dbt_streaming/runners/<schema>.<identifier>/      a continuous model's runner
+    <control>/.dbt_streaming/runners/<schema>.<identifier>/      a continuous model, as run
+    <control>/.dbt_streaming/pipelines/<pipeline>/               the runner that hosts it
     <warehouse>/.dbt_streaming/refresh/<schema>.<identifier>/    a full refresh being built
     <control>/.dbt_streaming/refresh/<schema>.<identifier>.checkpoint/  its checkpoint, and
     <control>/.dbt_streaming/refresh/<schema>.<identifier>.swap  its swap token, when the
@@ -107,8 +108,14 @@ def runners_path(warehouse: str) -> str:
 
 
 def runner_path(warehouse: str, name: str) -> str:
-    """The directory of model `name`'s runner (spec.json, status.json, stop, runner.log)."""
+    """The directory of continuous model `name` in its runner (spec.json, status.json, stop)."""
     return os.path.join(runners_path(warehouse), name)
+
+
+def pipeline_path(control: str, pipeline: str) -> str:
+    """The directory of runner (pipeline) `pipeline`, the process that hosts continuous models'
+    queries (spec.json, status.json, runner.log, lock, inbox/)."""
+    return os.path.join(warehouse_path(control, "pipelines"), pipeline)
 
 
 def refresh_path(warehouse: str, name: str) -> str:

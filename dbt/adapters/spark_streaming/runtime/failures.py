@@ -8,7 +8,8 @@ into a coded error whose advice works when followed.
   batch).
 
 The message quotes Spark's error by its first line that says something (an error class or an
-exception), never a line of Python traceback such as ``raise Py4JJavaError(``.
+exception) other than that a query or foreachBatch failed (the cause, where Spark's error
+wraps one), never a line of Python traceback such as ``raise Py4JJavaError(``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ _STATE_MARKERS = (
 _DISK_FULL = ("no space left on device", "disk quota exceeded", "enospc")
 # a line of Python traceback or source, not a message
 _CODE_LINE = re.compile(r"^\s*(raise |File \"|Traceback|return |\^|~|at |\.\.\. \d+ more)")
+# errors that say only that another one happened (a query ended, foreachBatch raised, py4j)
+_WRAPPERS = ("[STREAM_FAILED]", "[FOREACH_BATCH_USER_FUNCTION_ERROR]", "Py4JJavaError")
 _MESSAGE = re.compile(
     r"(\[dbt-spark-streaming |\[[A-Z][A-Z0-9_.]+\]|[A-Za-z0-9_.$]*(Exception|Error)\b:?)"
 )
@@ -46,9 +49,12 @@ def first_error_line(text: str) -> str:
         if "[dbt-spark-streaming " in line:
             return line[line.index("[dbt-spark-streaming ") :]
     candidates = [line for line in lines if not _CODE_LINE.match(line)]
-    for line in candidates:
-        if _MESSAGE.search(line):
+    messages = [line for line in candidates if _MESSAGE.search(line)]
+    for line in messages:  # the cause, not the error that wraps it
+        if not any(wrapper in line for wrapper in _WRAPPERS):
             return line
+    if messages:
+        return messages[0]
     return candidates[0] if candidates else (lines[0] if lines else "unknown error")
 
 

@@ -1,26 +1,27 @@
-"""Continuous mode: a model's streaming query kept running in a detached runner process.
+"""Continuous mode: a model's streaming query kept running in a runner, a long-lived process.
 
 `trigger: {processing_time: '10 seconds'}` (or `continuous: true`, every 10 seconds) makes
-`dbt run` start the model's query in a runner process of its own (with its own embedded
-SparkSession) that outlives `dbt run`. `dbt run` returns once the query has started and
-finished its first trigger (so the table has caught up with the sources as they were). This
-module is what `dbt run` and the runner share; the runner process itself is runtime/runner_main.py.
+`dbt run` hand the model to a runner (runtime/pipeline.py: by default one per warehouse,
+hosting every continuous model's query in one SparkSession) that outlives `dbt run`. `dbt run`
+returns once the query has started and finished its first trigger (so the table has caught up
+with the sources as they were). This module is what a model's runs in a runner leave and
+what dbt reads of them; the runner process itself is runtime/pipeline_main.py.
 
-Each runner keeps its files in ``<root>/.dbt_streaming/runners/<schema>.<identifier>/``, where
-``<root>`` is the warehouse's control root (the profile's `checkpoint_root`, else the warehouse):
+Each continuous model keeps its files in ``<root>/.dbt_streaming/runners/<schema>.<identifier>/``,
+where ``<root>`` is the warehouse's control root (the profile's `checkpoint_root`, else the
+warehouse):
 
-- ``spec.json``: what to run (the compiled model, the Spark settings, source locations);
-- ``status.json``: written by the runner (atomically): pid, host, state (``starting``,
-  ``running``, ``stopping``, ``stopped``, ``failed``), fingerprint, last batch, input rows/s,
-  watermark, late rows, last error;
-- ``stop``: a stop request (`stream_stop`); the runner finishes its current batch, stops its
-  query and exits;
-- ``runner.log``: the runner's output.
+- ``spec.json``: what to run (the compiled model, source locations, the runner's name);
+- ``status.json``: written by the runner (atomically): its pid and host, the model's state
+  (``starting``, ``running``, ``stopping``, ``restarting``, ``stopped``, ``failed``),
+  fingerprint, last batch, input rows/s, watermark, late rows, last error, restarts;
+- ``stop``: a stop request (`stream_stop`); the runner finishes the model's current batch and
+  stops its query (the runner itself ends with its last model).
 
-The runner holds the model's run lock (lifecycle.model_lock) while it runs, so no other run
-writes the table meanwhile. A runner killed outright leaves status ``running`` with a dead
-pid: ``dbt run`` reports it as dead and starts a new runner, which resumes from the
-checkpoint (exactly once, as after any crash).
+The runner holds the model's run lock (lifecycle.model_lock) while it runs the model, so no
+other run writes the table meanwhile. A runner killed outright leaves status ``running`` with
+a dead pid: ``dbt run`` reports it as dead and hands the model to a new runner, which resumes
+from the checkpoint (exactly once, as after any crash).
 """
 
 from __future__ import annotations
@@ -29,22 +30,18 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
+import threading
 import time
 from collections.abc import Mapping
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from .. import layout
 from ..errors import StreamingError, config_error
-from ..faults import fault_point
 from ..sql.intervals import parse_duration
 from .lifecycle import alive
 
 DEFAULT_INTERVAL = "10 seconds"
 TERMINAL = ("stopped", "failed")
-START_TIMEOUT = 120  # seconds a new runner has to write its first status
-MODULE = "dbt.adapters.spark_streaming.runtime.runner_main"  # the runner process (python -m)
 
 
 def processing_time(config: Mapping[str, Any]) -> Optional[str]:
@@ -80,27 +77,30 @@ def processing_time(config: Mapping[str, Any]) -> Optional[str]:
     return str(interval)
 
 
-def _dir(root: str, name: str) -> str:
+def model_home(root: str, name: str) -> str:
     """Model `name`'s runner directory, created (reading a status must not create it)."""
     path = layout.runner_path(root, name)
     os.makedirs(path, exist_ok=True)
     return path
 
 
-def _write_json(path: str, data: dict) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
+def write_json(path: str, data: dict) -> None:
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     with open(tmp, "w") as fh:
         json.dump(data, fh, default=str)
     os.replace(tmp, path)
 
 
-def status(root: str, name: str) -> Optional[dict]:
-    """The runner status of model `name` with ``alive`` (its process runs), or None if the model
-    never had a runner. A runner whose process is gone without saying so is ``dead``."""
-    path = os.path.join(layout.runner_path(root, name), "status.json")
+def read_json(path: str) -> dict:
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def read_status(path: str) -> Optional[dict]:
+    """The status file at `path` with ``alive`` (its process runs), or None if there is none.
+    A process gone without saying so is ``dead``."""
     try:
-        with open(path) as fh:
-            st = json.load(fh)
+        st = read_json(path)
     except (OSError, ValueError):
         return None
     pid = st.get("pid")
@@ -113,10 +113,20 @@ def status(root: str, name: str) -> Optional[dict]:
     return st
 
 
+def status(root: str, name: str) -> Optional[dict]:
+    """The status of continuous model `name` in its runner, or None if it never had one."""
+    return read_status(os.path.join(layout.runner_path(root, name), "status.json"))
+
+
 def error_text(st: dict) -> Optional[str]:
-    """The last error of a runner status, as text (None if there was none)."""
+    """The last error of a runner status, as one line (None if there was none): a coded
+    error's code and cause; 'gave up after n restarts' where the runner did."""
     error = st.get("error")
-    return (error.get("message") if isinstance(error, dict) else error) or None
+    if isinstance(error, dict):
+        error = f"{error.get('code')}: {error.get('why')}"
+    if error and st.get("gave_up"):
+        error = f"{error} (gave up {st['gave_up']})"
+    return error or None
 
 
 def names(root: str) -> list[str]:
@@ -125,75 +135,40 @@ def names(root: str) -> list[str]:
     return sorted(os.listdir(runners)) if os.path.isdir(runners) else []
 
 
-def log_tail(root: str, name: str, lines: int = 5) -> str:
+def tail(path: str, lines: int = 5, containing: str = "") -> str:
+    """The last `lines` lines of the log file at `path` (those `containing` a text), on one
+    line."""
     try:
-        with open(os.path.join(layout.runner_path(root, name), "runner.log")) as fh:
-            return " | ".join(
-                line.strip() for line in fh.read().splitlines()[-lines:] if line.strip()
-            )
+        with open(path) as fh:
+            found = [ln.strip() for ln in fh.read().splitlines() if containing in ln]
     except OSError:
         return ""
+    return " | ".join(ln for ln in found[-lines:] if ln)
 
 
-def start(root: str, name: str, spec: dict, on_progress: Callable[[dict], None]) -> dict:
-    """Start a runner for model `name` and wait until its query has finished its first trigger.
-    Returns its status; raises the runner's own error if it fails before that."""
-    home = _dir(root, name)
-    for stale in ("stop", "status.json"):
-        if os.path.exists(os.path.join(home, stale)):
-            os.remove(os.path.join(home, stale))
-    fault_point("runner_start", -1)
-    spec_path = os.path.join(home, "spec.json")
-    _write_json(spec_path, spec)
-    # Start it through a short-lived intermediate process, so the runner is not our child
-    # (it must outlive dbt, and must not linger as our zombie if it dies first).
-    subprocess.run(
-        [sys.executable, "-m", MODULE, "--detach", spec_path],
-        check=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
-    seen_batch = None
-    spawned = time.time()
-    while True:
-        time.sleep(0.5)
-        st = status(root, name)
-        if st is None and time.time() - spawned > START_TIMEOUT:
-            st = {"state": "dead", "alive": False, "error": f"no status after {START_TIMEOUT} s"}
-        if st is None:
-            continue
-        if st.get("last_batch") is not None and st["last_batch"] != seen_batch:
-            seen_batch = st["last_batch"]
-            on_progress(st)
-        if st["state"] == "running" and st.get("ready"):
-            return st
-        if not st["alive"]:
-            error = st.get("error")
-            if isinstance(error, dict) and error.get("code"):
-                raise StreamingError(error["code"], error["what"], error["why"], error["fix"])
-            raise StreamingError(
-                "SSR310",
-                f"the runner of {name} stopped before its query started",
-                str(error or "it exited without a status") + (f"; log: {log_tail(root, name)}"),
-                f"See {os.path.join(home, 'runner.log')}; fix the cause and run `dbt run` again.",
-            )
+def log_tail(root: str, st: dict, lines: int = 5) -> str:
+    """The last lines of its runner's log that name the model of status `st`."""
+    log = os.path.join(layout.pipeline_path(root, st.get("pipeline") or ""), "runner.log")
+    return tail(log, lines, st.get("model") or "")
 
 
 def stop(root: str, name: str, timeout: float = 120.0) -> dict:
-    """Ask model `name`'s runner to stop and wait until it has (SIGTERM after `timeout`)."""
+    """Ask model `name`'s runner to stop its query and wait until it has (after `timeout`, a
+    runner of the model's own gets SIGTERM; a shared one is left running the others)."""
     st = status(root, name)
     if not st or not st["alive"]:
         return st or {"state": "none"}
-    open(os.path.join(_dir(root, name), "stop"), "w").close()
+    open(os.path.join(model_home(root, name), "stop"), "w").close()
     deadline = time.time() + timeout
     while time.time() < deadline:
         st = status(root, name)
         if not st["alive"]:
             return st
-        time.sleep(0.5)
-    os.kill(st["pid"], signal.SIGTERM)
-    time.sleep(5)
-    return status(root, name)
+        time.sleep(0.25)
+    if st.get("pipeline") == name:
+        os.kill(st["pid"], signal.SIGTERM)
+        time.sleep(5)
+    return status(root, name) or st
 
 
 def stream_status(catalog) -> list[dict]:
@@ -220,7 +195,11 @@ def stream_status(catalog) -> list[dict]:
             {
                 "model": name,
                 "state": st.get("state", "on dbt run"),
-                "runner": f"pid {st['pid']} every {st['interval']}" if st.get("pid") else "-",
+                "runner": (
+                    f"{st.get('pipeline')} pid {st['pid']} every {st['interval']}"
+                    if st.get("pid")
+                    else "-"
+                ),
                 "last_batch": meta.get("batch_id"),
                 "last_commit": meta.get("table_version"),
                 "input_rows_per_s": st.get("input_rows_per_s"),
@@ -256,7 +235,7 @@ def status_table(rows: list[dict]) -> str:
         value = row.get(col)
         if col == "lag_versions":
             return ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
-        return "-" if value is None else str(value)[:80]
+        return "-" if value is None else str(value)[: 160 if col == "last_error" else 80]
 
     cells = [cols] + [[cell(r, c) for c in cols] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
@@ -308,12 +287,12 @@ class Monitor:
 
     def save(self, **changes: Any) -> None:
         self.st.update(changes, heartbeat=time.strftime("%Y-%m-%d %H:%M:%S"))
-        _write_json(os.path.join(self.home, "status.json"), self.st)
+        write_json(os.path.join(self.home, "status.json"), self.st)
 
     def batch(self, batch_id: int, rows_written: int, watermark: Optional[str]) -> None:
         print(
-            f"{time.strftime('%H:%M:%S')} batch {batch_id} committed: {rows_written} rows, "
-            f"watermark {watermark or 'none'}",
+            f"{time.strftime('%H:%M:%S')} {self.st.get('model')}: batch {batch_id} committed: "
+            f"{rows_written} rows, watermark {watermark or 'none'}",
             flush=True,
         )
         self.save(
@@ -323,11 +302,15 @@ class Monitor:
             watermark=watermark,
         )
 
+    def stopping(self) -> bool:
+        """Whether the model is to stop (a stop file, or the runner's SIGTERM)."""
+        return self.stop_requested or os.path.exists(os.path.join(self.home, "stop"))
+
     def wait(self, query) -> None:
         """Run until a stop request (file or SIGTERM) or the query fails."""
         seen = None
         while query.isActive:
-            if self.stop_requested or os.path.exists(os.path.join(self.home, "stop")):
+            if self.stopping():
                 self.save(state="stopping")
                 deadline = time.time() + 300  # let the batch in flight commit
                 while query.status.get("isTriggerActive") and time.time() < deadline:

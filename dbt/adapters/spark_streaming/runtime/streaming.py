@@ -25,7 +25,18 @@ from ..delta.source import FORMAT, consumed, read_change_feed, skip_change_commi
 from ..delta.upsert import rewrite_changelog
 from ..errors import StreamingError
 from ..faults import fault_point
-from . import admission, backlog, failures, lifecycle, preflight, progress, report, runner, upsert
+from . import (
+    admission,
+    backlog,
+    failures,
+    lifecycle,
+    pipeline,
+    preflight,
+    progress,
+    report,
+    runner,
+    upsert,
+)
 from .catalog import Catalog, registered_locations
 from .changes import check_query_change
 from .checkpoint import caught_up, plan_no_data_batch
@@ -47,7 +58,7 @@ def run_streaming_model(
     inputs: Optional[list] = None,
 ) -> StreamingAdapterResponse:
     """Bring `model`'s Delta table up to date with its sources (available-now trigger), or, for a
-    continuous model, make sure its runner runs it (runtime/runner.py). Inside a runner
+    continuous model, make sure its runner runs it (runtime/pipeline.py). Inside a runner
     (`monitor`), run the query with its processing-time trigger until stopped. `inputs`: what
     the dbt graph says of the relations it reads, its tables joined as `dimensions`
     (runtime/inputs.py)."""
@@ -56,6 +67,8 @@ def run_streaming_model(
     if read:
         logger.info(f"{model.name}: reads {read}")
     interval = runner.processing_time(model.config)
+    host = pipeline.name_of(model.config, model.name) if interval else None
+    pipeline.max_restarts(model.config)  # SSC201 before a runner starts
     plan = compile_model(catalog, model)
     admission.source_options(model.config)  # SSC201 before a runner starts
     backlog.enabled(model.config)
@@ -64,7 +77,7 @@ def run_streaming_model(
     if monitor is not None:  # the runner takes over the lock of the `dbt run` that started it
         with lifecycle.model_lock(catalog.control, model.name, monitor.st.get("started_by")):
             return _run(spark, catalog, model, plan, started, interval, monitor)
-    running = _settle_runner(catalog, model, plan, interval)
+    running = _settle_runner(catalog, model, plan, host)
     if running:
         return StreamingAdapterResponse(
             _message=f"running ({running})", duration_s=round(time.time() - started, 2)
@@ -75,27 +88,29 @@ def run_streaming_model(
             response = _run(spark, catalog, model, plan, started)
             if interval is None:
                 return response
-        return _start_runner(catalog, model, plan, interval, spark_settings, started)
+        return _start_runner(catalog, model, plan, interval, host, spark_settings, started)
 
 
 def _settle_runner(
-    catalog: Catalog, model: StreamingModel, plan, interval: Optional[str]
+    catalog: Catalog, model: StreamingModel, plan, host: Optional[str]
 ) -> Optional[str]:
-    """Deal with the runner the model has, if any: leave it be when it runs this query
-    continuously (returns its 'pid ... on host'); refuse a changed query it runs (SSR301);
-    stop it when the model is to run otherwise (--full-refresh, available_now); warn of one
-    that died or failed."""
+    """Deal with the runner that runs the model, if any: leave it be when it runs this query
+    continuously in the runner `host` names (returns its 'pid ... on host'); refuse a changed
+    query it runs (SSR301); stop the model's query there when it is to run otherwise
+    (--full-refresh, available_now, another runner); warn of one that died or failed."""
     current = runner.status(catalog.control, model.name)
     if current and current["alive"]:
-        pid = f"pid {current['pid']} on {current['host']}"
-        if interval and not model.full_refresh and current["fingerprint"] == plan.fingerprint:
+        pid = f"runner {current.get('pipeline')}, pid {current['pid']} on {current['host']}"
+        moved = host is not None and current.get("pipeline") != host
+        same = current["fingerprint"] == plan.fingerprint
+        if host and not model.full_refresh and same and not moved:
             logger.info(
                 f"{model.name}: running continuously ({pid}, since {current['started']}, every "
                 f"{current['interval']}; last batch {current['last_batch']} at "
                 f"{current['last_batch_at'] or '-'}); nothing to do"
             )
             return pid
-        changed = not model.full_refresh and current["fingerprint"] != plan.fingerprint
+        changed = not model.full_refresh and not same
         if changed:  # SSR301 unless the change keeps the state: then restart the runner
             target = model.location(catalog)
             check_query_change(catalog, model, plan, target, current["fingerprint"], pid)
@@ -104,9 +119,11 @@ def _settle_runner(
             if model.full_refresh
             else "its query changed"
             if changed
+            else f"its pipeline is now {host}"
+            if moved
             else "its trigger is now available_now"
         )
-        logger.info(f"{model.name}: stopping its runner ({pid}): {why}")
+        logger.info(f"{model.name}: stopping its query in its runner ({pid}): {why}")
         runner.stop(catalog.control, model.name)
     elif current and current["state"] in ("dead", "failed"):
         reason = (
@@ -117,11 +134,11 @@ def _settle_runner(
                 f"heartbeat {current.get('heartbeat')}"
             )
         )
-        tail = runner.log_tail(catalog.control, model.name, 3)
+        tail = runner.log_tail(catalog.control, current, 3)
         logger.warning(
             f"{model.name}: its runner {current['state']}: {reason}"
             + (f" (log: {tail})" if tail else "")
-            + ("; restarting it from its checkpoint" if interval else "")
+            + ("; restarting it from its checkpoint" if host else "")
         )
     return None
 
@@ -131,37 +148,45 @@ def _start_runner(
     model: StreamingModel,
     plan,
     interval: str,
+    host: str,
     spark_settings: tuple,
     started: float,
 ) -> StreamingAdapterResponse:
-    """Start the model's runner and return once its query has finished its first trigger."""
-    spec = {
+    """Hand the model to runner `host` (started if none runs) and return once its query has
+    finished its first trigger."""
+    session = {
         "warehouse": catalog.warehouse,
         "checkpoint_root": catalog.checkpoint_root,
         "master": spark_settings[0],
         "conf": spark_settings[1],
+    }
+    spec = {
         "locations": registered_locations(),
         "fingerprint": plan.fingerprint,
         "processing_time": interval,
         "started_by": os.getpid(),
         "model": model.runner_spec(),
     }
-    st = runner.start(
+    pipeline.warn_if_settings_differ(catalog.control, host, session)
+    st = pipeline.hand(
         catalog.control,
+        host,
+        session,
         model.name,
         spec,
         lambda s: logger.info(
-            f"{model.name}: runner pid {s['pid']}: batch {s['last_batch']} committed, "
+            f"{model.name}: runner {host} pid {s['pid']}: batch {s['last_batch']} committed, "
             f"{s['rows_written']} rows written, watermark {s['watermark'] or 'none'}"
         ),
     )
     logger.info(
-        f"{model.name}: running continuously every {interval} (runner pid {st['pid']} on "
-        f"{st['host']}, last batch {st['last_batch']}); `dbt run-operation stream_status` shows "
-        f"it, `dbt run-operation stream_stop --args '{{model: {model.identifier}}}'` stops it"
+        f"{model.name}: running continuously every {interval} (runner {host}, pid {st['pid']} "
+        f"on {st['host']}, last batch {st['last_batch']}); `dbt run-operation stream_status` "
+        f"shows it, `dbt run-operation stream_stop --args '{{model: {model.identifier}}}'` "
+        "stops it"
     )
     return StreamingAdapterResponse(
-        _message=f"running (runner pid {st['pid']})",
+        _message=f"running (runner {host} pid {st['pid']})",
         batches=0 if st["last_batch"] is None else 1,
         rows_written=st["rows_written"],
         rows_read=st["rows_read"],

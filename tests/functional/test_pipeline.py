@@ -1,0 +1,164 @@
+"""Continuous models share a runner: one process, one SparkSession, a query per model
+(runtime/pipeline.py). `dbt run` hands each model to the runner of its `pipeline` (default:
+one); a changed model is restarted there without touching the others; a model whose query
+fails is restarted with backoff, then given up, while the others keep committing; stopping
+one model leaves the others running, and stopping the last ends the runner. Rows are checked
+exactly and with snapshot_equivalence."""
+
+import os
+import signal
+
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from dbt.adapters.spark_streaming.runtime import pipeline, runner
+from dbt.adapters.spark_streaming.runtime.lifecycle import alive
+
+from .helpers import append_bids, equivalence_tests, rows, table_path, ts
+from .test_continuous import wait_for
+from .test_streaming_view import BIDS_CSV
+
+CONTINUOUS = "trigger={'processing_time': '1 second'}"
+W10 = f"""
+{{{{ config(materialized='streaming_view', watermark_delay='1 minute', {CONTINUOUS}) }}}}
+SELECT window_start, window_end, SUM(price) AS total, COUNT(*) AS bids
+FROM TABLE(TUMBLE(TABLE {{{{ ref('bids') }}}}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+GROUP BY window_start, window_end
+"""
+BY_ITEM = f"""
+{{{{ config(materialized='upsert_table', unique_key='item', constant_domain='item', \
+{CONTINUOUS}) }}}}
+SELECT item, COUNT(*) AS bids, MAX(price) AS top FROM {{{{ ref('bids') }}}} GROUP BY item
+"""
+# a chain: an upsert_table over the continuous streaming_view w10
+HOURLY = f"""
+{{{{ config(materialized='upsert_table', unique_key='hour', constant_domain='hour', \
+{CONTINUOUS}) }}}}
+SELECT date_trunc('HOUR', window_start) AS hour, SUM(total) AS total, SUM(bids) AS bids
+FROM {{{{ ref('w10') }}}} GROUP BY date_trunc('HOUR', window_start)
+"""
+# fails on a price below 1, once it runs
+PER_UNIT = f"""
+{{{{ config(materialized='streaming_view', max_restarts=1, {CONTINUOUS}) }}}}
+SELECT bidtime, item, price * COALESCE(CAST(assert_true(price >= 1, 'a price below 1') AS INT), 1)
+  AS price
+FROM {{{{ ref('bids') }}}}
+"""
+# a runner of its own
+SOLO = f"""
+{{{{ config(materialized='streaming_view', watermark_delay='1 minute', pipeline=false, \
+{CONTINUOUS}) }}}}
+SELECT window_start, window_end, COUNT(*) AS bids
+FROM TABLE(TUMBLE(TABLE {{{{ ref('bids') }}}}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+GROUP BY window_start, window_end
+"""
+MODELS = {"w10": W10, "by_item": BY_ITEM, "hourly": HOURLY, "per_unit": PER_UNIT, "solo": SOLO}
+SHARED = ["w10", "by_item", "hourly", "per_unit"]
+
+
+def window(start: str, end: str, *values) -> tuple:
+    return (ts(f"2020-04-15 {start}"), ts(f"2020-04-15 {end}"), *values)
+
+
+class TestSharedRunner:
+    @pytest.fixture(scope="class")
+    def seeds(self):
+        return {"bids.csv": BIDS_CSV}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {f"{n}.sql": sql for n, sql in MODELS.items()} | {
+            "tests.yml": equivalence_tests(MODELS)
+        }
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {
+            "seeds": {
+                "+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}
+            }
+        }
+
+    @pytest.fixture(scope="class", autouse=True)
+    def kill_runners_after(self, project):
+        yield
+        control = project.adapter.config.credentials.warehouse_path
+        for name in runner.names(control):  # never leave a runner behind, even on failure
+            st = runner.status(control, name)
+            if st and st["alive"]:
+                os.kill(st["pid"], signal.SIGKILL)
+
+    def status(self, project, model: str) -> dict:
+        control = project.adapter.config.credentials.warehouse_path
+        return runner.status(control, f"{project.test_schema}.{model}")
+
+    def test_models_share_a_runner(self, project):
+        control = project.adapter.config.credentials.warehouse_path
+        bids = table_path(project, "bids")
+        run_dbt(["seed"])
+        results = run_dbt(["run"])
+        assert [r.status for r in results] == ["success"] * len(MODELS)
+        first = {m: self.status(project, m) for m in MODELS}
+        shared = {first[m]["pid"] for m in SHARED}
+        assert len(shared) == 1 and all(first[m]["pipeline"] == "default" for m in SHARED)
+        (pid,) = shared
+        assert first["solo"]["pid"] != pid
+        assert first["solo"]["pipeline"] == f"{project.test_schema}.solo"
+        host = pipeline.status(control, "default")
+        assert host["alive"] and host["pid"] == pid
+        assert rows(table_path(project, "w10")) == [window("08:00", "08:10", 11.0, 3)]
+
+        # New data reaches every model, the chain's end included, without dbt.
+        append_bids(bids, [("2020-04-15 08:25:00", 7, "G"), ("2020-04-15 08:31:00", 8, "A")])
+        closed = [
+            window("08:00", "08:10", 11.0, 3),
+            window("08:10", "08:20", 10.0, 3),
+            window("08:20", "08:30", 7.0, 1),
+        ]
+        wait_for(lambda: rows(table_path(project, "w10")) == closed)
+        wait_for(lambda: rows(table_path(project, "solo")) == [w[:2] + w[3:] for w in closed])
+        wait_for(lambda: rows(table_path(project, "hourly")) == [(ts("2020-04-15 08:00"), 28.0, 7)])
+        wait_for(lambda: ("A", 2, 8.0) in rows(table_path(project, "by_item")))
+        assert len(rows(table_path(project, "per_unit"))) == 8
+
+        # A change that keeps the state restarts that model's query only.
+        with open(os.path.join(project.project_root, "models", "by_item.sql"), "w") as fh:
+            fh.write(BY_ITEM.replace("MAX(price) AS top", "ROUND(MAX(price), 1) AS top"))
+        _, out = run_dbt_and_capture(["run"])
+        assert "its query changed" in out and out.count("nothing to do") == len(MODELS) - 1, out
+        now = {m: self.status(project, m) for m in MODELS}
+        assert now["by_item"]["request"] != first["by_item"]["request"]
+        assert now["by_item"]["alive"] and now["by_item"]["pid"] == pid
+        for m in MODELS:
+            if m != "by_item":
+                assert now[m]["request"] == first[m]["request"] and now[m]["alive"], m
+
+        # Bad data: per_unit's query fails, is restarted once, fails again and is given up;
+        # the others go on committing in the same process.
+        append_bids(bids, [("2020-04-15 08:41:00", 0.5, "B")])
+        failed = wait_for(
+            lambda: (st := self.status(project, "per_unit"))["state"] == "failed" and st
+        )
+        assert failed["restarts"] == 1 and failed["gave_up"] == "after 1 restarts", failed
+        assert failed["error"]["code"].startswith("SSR") and "a price below 1" in str(
+            failed["error"]
+        ), failed["error"]
+        append_bids(bids, [("2020-04-15 08:52:00", 2, "C")])
+        wait_for(lambda: window("08:40", "08:50", 0.5, 1) in rows(table_path(project, "w10")))
+        assert alive(pid) and all(self.status(project, m)["alive"] for m in SHARED[:3])
+
+        _, out = run_dbt_and_capture(["run-operation", "stream_status"])
+        line = next(ln for ln in out.splitlines() if f"{project.test_schema}.per_unit" in ln)
+        assert " failed " in line and "a price below 1" in line, line
+
+        # Stop one model: the others keep running; stop the rest: the runners end.
+        run_dbt(["run-operation", "stream_stop", "--args", "{model: w10}"])
+        assert self.status(project, "w10")["state"] == "stopped"
+        assert alive(pid) and self.status(project, "hourly")["alive"]
+        _, out = run_dbt_and_capture(["run-operation", "stream_stop"])
+        assert all(not self.status(project, m)["alive"] for m in MODELS)
+        wait_for(lambda: not alive(pid) and not alive(first["solo"]["pid"]))
+        assert pipeline.status(control, "default")["state"] == "stopped"
+
+        # Every table equals its query over the input it consumed.
+        assert [r.status for r in run_dbt(["test"])] == ["pass"] * len(MODELS)
