@@ -1,18 +1,19 @@
 """Random SIGKILL harness: `python -m tests.reliability.kill --kills 50` (from the repo root).
 
 One dbt project (tests/functional/test_exactly_once.py's, one Delta source `feed.events`) with
-three models: `per_item`, a `streaming_view` window aggregate; `per_bucket`, an `upsert_table`
-(a GROUP BY without windows; its changelog too); `per_item_live`, the window aggregate in
-continuous mode (a runner process of its own, every 2 seconds).
+six models: `per_item`, a `streaming_view` window aggregate; `per_bucket`, an `upsert_table`
+(a GROUP BY without windows; its changelog too); and four continuous models sharing one runner
+process (runtime/pipeline.py): `per_item_live` and `per_item_live_3s`, the window aggregate
+every 2 and 3 seconds, `per_bucket_live` and `per_bucket_live_3s`, the upsert table likewise.
 
 Each round appends a Delta version to the source, starts `dbt run` in a process group of its
-own and SIGKILLs that group at a random moment (seeded), together with the continuous model's
-runner (a session of its own), twice (`--per-round`); then runs `dbt run` again, which must
-succeed with no manual step, waits until the runner has caught up, and compares every table
-with the query run in batch over the whole input (pandas over the source snapshot the table's
-last commit consumed): the window aggregates restricted to the windows that commit's watermark
-closed, the upsert table and its changelog replayed in full. Prints kills, rounds, rows
-checked, lost, duplicated."""
+own and SIGKILLs that group at a random moment (seeded), together with the runner (a session
+of its own, all four continuous models in it), twice (`--per-round`); then runs `dbt run`
+again, which must succeed with no manual step, waits until every continuous model has caught
+up with its available-now twin, and compares every table with the query run in batch over the
+whole input (pandas over the source snapshot the table's last commit consumed): the window
+aggregates restricted to the windows that commit's watermark closed, the upsert tables and
+their changelogs replayed in full. Prints kills, rounds, rows checked, lost, duplicated."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ import pandas as pd
 from deltalake import DeltaTable, write_deltalake
 
 from dbt.adapters.spark_streaming.faults import ENV, PAUSE_ENV
-from dbt.adapters.spark_streaming.runtime import runner
+from dbt.adapters.spark_streaming.runtime import pipeline
 from tests.functional.helpers import commits
 from tests.functional.test_exactly_once import DBT, MODEL, events, oracle, write_project
 from tests.functional.test_upsert_table import changelog, replay
@@ -44,11 +45,22 @@ SELECT item, CAST(price AS INT) AS bucket, COUNT(*) AS n, SUM(price) AS total
 FROM {{ source('feed', 'events') }}
 GROUP BY item, CAST(price AS INT)
 """
-LIVE = MODEL.replace(
-    "watermark_delay='1 minute'",
-    "watermark_delay='1 minute', trigger={'processing_time': '2 seconds'}",
-)
-WINDOWED = ("per_item", "per_item_live")
+
+
+def live(model: str, after: str, interval: str) -> str:
+    """`model` in continuous mode: its config's `after` followed by a processing_time trigger."""
+    return model.replace(after, f"{after}, trigger={{'processing_time': '{interval}'}}")
+
+
+# each continuous model (in the one runner) and the available-now model it must catch up with
+LIVE = {
+    "per_item_live": ("per_item", live(MODEL, "watermark_delay='1 minute'", "2 seconds")),
+    "per_item_live_3s": ("per_item", live(MODEL, "watermark_delay='1 minute'", "3 seconds")),
+    "per_bucket_live": ("per_bucket", live(UPSERT, "'bucket']", "2 seconds")),
+    "per_bucket_live_3s": ("per_bucket", live(UPSERT, "'bucket']", "3 seconds")),
+}
+WINDOWED = ("per_item", "per_item_live", "per_item_live_3s")
+UPSERTS = ("per_bucket", "per_bucket_live", "per_bucket_live_3s")
 ROWS_PER_APPEND = 200
 
 
@@ -80,7 +92,8 @@ def make_project(root: Path) -> None:
     write_project(root)
     models = root / "project" / "models"
     (models / "per_bucket.sql").write_text(UPSERT)
-    (models / "per_item_live.sql").write_text(LIVE)
+    for name, (_, sql) in LIVE.items():
+        (models / f"{name}.sql").write_text(sql)
 
 
 def source(root: Path) -> str:
@@ -124,7 +137,7 @@ def runner_pids(root: Path) -> list[int]:
                 argv = fh.read().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if runner.MODULE in argv and any(a.startswith(marker) for a in argv):
+        if pipeline.MODULE in argv and any(a.startswith(marker) for a in argv):
             pids.append(int(entry))
     return pids
 
@@ -143,17 +156,21 @@ def stop_runners(root: Path) -> None:
         kill_group(pid)
 
 
-def wait_caught_up(root: Path, timeout: float = 600.0) -> None:
-    """Until the continuous model's last commit has the watermark of `per_item`'s (the same
-    query over the same input, brought up to date by the `dbt run` that just ended)."""
-    target = commits(table(root, "per_item"))[-1]
+def wait_caught_up(root: Path, names=tuple(LIVE), timeout: float = 600.0) -> None:
+    """Until each continuous model of `names` has a last commit that read what its
+    available-now twin's has (the same query over the same input, brought up to date by the
+    `dbt run` that just ended), and a window aggregate has its watermark."""
     deadline = time.time() + timeout
-    while time.time() < deadline:
-        last = commits(table(root, "per_item_live"))[-1]
-        if (last["sources"], last["watermark"]) == (target["sources"], target["watermark"]):
-            return
-        time.sleep(1)
-    raise AssertionError(f"per_item_live did not catch up with per_item in {timeout}s")
+    for name in names:
+        twin = LIVE[name][0]
+        target = commits(table(root, twin))[-1]
+        while True:
+            last = commits(table(root, name))[-1]
+            if (last["sources"], last["watermark"]) == (target["sources"], target["watermark"]):
+                break
+            if time.time() > deadline:
+                raise AssertionError(f"{name} did not catch up with {twin} in {timeout}s")
+            time.sleep(1)
 
 
 def snapshot(path: str) -> tuple[pd.DataFrame, dict]:
@@ -192,9 +209,9 @@ def check_windowed(root: Path, name: str, fig: Figures) -> None:
     compare(actual, expected, ["window_start", "item"], fig)
 
 
-def check_upsert(root: Path, fig: Figures) -> None:
-    """Compare the upsert table, and its changelog replayed by key, with the batch query."""
-    actual, meta = snapshot(table(root, "per_bucket"))
+def check_upsert(root: Path, name: str, fig: Figures) -> None:
+    """Compare upsert table `name`, and its changelog replayed by key, with the batch query."""
+    actual, meta = snapshot(table(root, name))
     df = DeltaTable(source(root), version=meta["sources"]["feed.events"]).to_pandas()
     df["bucket"] = df["price"].astype(int)
     expected = df.groupby(["item", "bucket"], as_index=False).agg(
@@ -202,7 +219,7 @@ def check_upsert(root: Path, fig: Figures) -> None:
     )
     compare(actual, expected, ["item", "bucket"], fig)
     replayed = pd.DataFrame(
-        replay(changelog(table(root, "per_bucket")), key=2), columns=list(actual.columns)
+        replay(changelog(table(root, name)), key=2), columns=list(actual.columns)
     )
     compare(replayed, expected, ["item", "bucket"], fig)
 
@@ -211,7 +228,8 @@ def check(root: Path, fig: Figures) -> None:
     """Compare every table (and the changelog) with the batch query over its input."""
     for name in WINDOWED:
         check_windowed(root, name, fig)
-    check_upsert(root, fig)
+    for name in UPSERTS:
+        check_upsert(root, name, fig)
 
 
 def finish(proc: subprocess.Popen, timeout: float) -> tuple[int, str]:

@@ -112,5 +112,5 @@ def test_continuous_model_starting_then_its_runner_killed(root):
     code, out = finish(dbt(root, "run", "-s", "per_item", "per_item_live"), 600)
     assert code == 0 and "restarting it from its checkpoint" in out, out[-3000:]
     assert runner_pids(root) not in ([], [only])
-    wait_caught_up(root)
+    wait_caught_up(root, ["per_item_live"])
     exact(root, "per_item", "per_item_live")
