@@ -9,6 +9,7 @@ Imported by Spark's Python workers through delta/source.py: no dbt, no sqlglot a
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pyarrow as pa
 
@@ -160,6 +161,7 @@ class Log:
         self.change_feed = change_feed  # read the changes of each version (change_files)
         self._snapshot: tuple[int, bool | str, list[File]] | None = None
         self._versions: dict[int, list[File]] = {}
+        self._table: Any = None  # the DeltaTable, for `latest`
 
     def files(self, version: int, snapshot: bool | str) -> list[File]:
         if snapshot:
@@ -180,7 +182,15 @@ class Log:
         return self._versions[version]
 
     def latest(self) -> int:
-        return latest_version(self.root)
+        """The table's latest version. The log is read again from the version last seen on
+        (a continuous query asks at every trigger: ~2 ms instead of ~13 ms to load the table)."""
+        if self._table is None:
+            from deltalake import DeltaTable
+
+            self._table = DeltaTable(self.root)
+        else:
+            self._table.update_incremental()
+        return self._table.version()
 
 
 def starting_position(root: str, options: dict) -> Position:

@@ -55,9 +55,9 @@ class Host:
 
     def __init__(self, directory: str):
         self.directory = directory
-        self.control = os.path.dirname(os.path.dirname(os.path.dirname(directory)))
         self.pipeline = os.path.basename(directory)
         self.spec = runner.read_json(os.path.join(directory, "spec.json"))
+        self.control = self.spec["control"]
         self.threads: dict[str, threading.Thread] = {}
         self.monitors: dict[str, runner.Monitor] = {}
         self.taken: set[str] = set()  # requests taken

@@ -42,6 +42,8 @@ from .lifecycle import alive
 
 DEFAULT_INTERVAL = "10 seconds"
 TERMINAL = ("stopped", "failed")
+POLL = 0.5  # seconds between a runner's looks for a model's stop request
+PROGRESS_EVERY = 4  # polls between asking a running query for its progress
 
 
 def processing_time(config: Mapping[str, Any]) -> Optional[str]:
@@ -307,9 +309,11 @@ class Monitor:
         return self.stop_requested or os.path.exists(os.path.join(self.home, "stop"))
 
     def wait(self, query) -> None:
-        """Run until a stop request (file or SIGTERM) or the query fails."""
-        seen = None
-        while query.isActive:
+        """Run until a stop request (file or SIGTERM) or the query fails. The query is asked
+        for its progress every POLL seconds until its first trigger is done (dbt waits for
+        it), then every PROGRESS_EVERY polls (each ask is a call into the JVM, per model)."""
+        seen, polls = None, 0
+        while True:
             if self.stopping():
                 self.save(state="stopping")
                 deadline = time.time() + 300  # let the batch in flight commit
@@ -317,19 +321,24 @@ class Monitor:
                     time.sleep(0.2)
                 query.stop()
                 break
-            progress = query.lastProgress
-            if progress is not None and progress.get("batchId") != seen:
-                seen = progress.get("batchId")
-                late = sum(
-                    op.get("numRowsDroppedByWatermark", 0)
-                    for op in progress.get("stateOperators", [])
-                )
-                self.save(
-                    rows_read=self.st["rows_read"] + progress.get("numInputRows", 0),
-                    late_rows=self.st["late_rows"] + late,
-                    input_rows_per_s=round(progress.get("processedRowsPerSecond") or 0.0, 1),
-                )
-            if not self.st["ready"] and str(query.status.get("message", "")).startswith("Waiting"):
-                self.save(state="running", ready=True)
-            time.sleep(0.5)
+            if not self.st["ready"] or polls % PROGRESS_EVERY == 0:
+                if not query.isActive:
+                    break
+                progress = query.lastProgress
+                if progress is not None and progress.get("batchId") != seen:
+                    seen = progress.get("batchId")
+                    late = sum(
+                        op.get("numRowsDroppedByWatermark", 0)
+                        for op in progress.get("stateOperators", [])
+                    )
+                    self.save(
+                        rows_read=self.st["rows_read"] + progress.get("numInputRows", 0),
+                        late_rows=self.st["late_rows"] + late,
+                        input_rows_per_s=round(progress.get("processedRowsPerSecond") or 0.0, 1),
+                    )
+                message = str(query.status.get("message", ""))
+                if not self.st["ready"] and message.startswith("Waiting"):
+                    self.save(state="running", ready=True)
+            polls += 1
+            time.sleep(POLL)
         query.awaitTermination()  # raises if the query failed

@@ -155,6 +155,7 @@ def _start_runner(
     """Hand the model to runner `host` (started if none runs) and return once its query has
     finished its first trigger."""
     session = {
+        "control": catalog.control,
         "warehouse": catalog.warehouse,
         "checkpoint_root": catalog.checkpoint_root,
         "master": spark_settings[0],
