@@ -230,11 +230,7 @@ SHAPE_TESTS = {
     "models": [
         {
             "name": name,
-            "data_tests": [
-                {"snapshot_equivalence": {"arguments": {"float_tolerance": 1e-9}}}
-                if "float" in name
-                else "snapshot_equivalence"
-            ],
+            "data_tests": ["snapshot_equivalence"],  # hop_float's doubles: the default tolerance
         }
         for name in SHAPES
     ]

@@ -188,6 +188,7 @@ class SparkStreamingAdapter(SparkAdapter):
         relation: BaseRelation,
         at_version: int | None = None,
         float_tolerance: float | None = None,
+        float_abs_tolerance: float | None = None,
     ) -> dict:
         """Check the streaming model's table against its query run in batch over the input it
         consumed (see runtime/equivalence.py); the differing rows are left in a temp view."""
@@ -202,6 +203,7 @@ class SparkStreamingAdapter(SparkAdapter):
             at_version=at_version,
             where=getattr(relation, "where", None),
             float_tolerance=float_tolerance,
+            float_abs_tolerance=float_abs_tolerance,
         )
         return {
             "view": result.view,

@@ -7,12 +7,14 @@
     data_tests:
       - snapshot_equivalence                      # as of the table's last commit
       - snapshot_equivalence: {at_version: 3}     # as of an older version of the table
-      - snapshot_equivalence: {float_tolerance: 1e-9}
+      - snapshot_equivalence: {float_tolerance: 1e-6}   # float/double columns: relative
+                                                      # (default 1e-9; 0: exact), and
+      - snapshot_equivalence: {float_abs_tolerance: 1e-9}   # the floor near zero (1e-12)
 -#}
-{% test snapshot_equivalence(model, at_version=none, float_tolerance=none) %}
+{% test snapshot_equivalence(model, at_version=none, float_tolerance=none, float_abs_tolerance=none) %}
   {%- if execute -%}
     {%- do register_source_locations() -%}
-    {%- set result = adapter.snapshot_equivalence(model, at_version, float_tolerance) -%}
+    {%- set result = adapter.snapshot_equivalence(model, at_version, float_tolerance, float_abs_tolerance) -%}
     {#- shown when it fails, or when state_ttl restarted keys were left out of the comparison -#}
     {%- do log(result.summary, info=(not result.passed or result.restarted_keys > 0)) -%}
     select * from {{ result.view }}

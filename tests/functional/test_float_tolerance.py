@@ -1,0 +1,138 @@
+"""snapshot_equivalence compares FLOAT/DOUBLE columns within a tolerance: a stream sums doubles
+in another order than the batch query (floating-point addition is not associative), so a
+correct table differs from it in the last bits. Seeded random DOUBLE prices (two decimals,
+magnitudes from 1e-3 to 1e9, NULLs, out of order) over many appends and micro-batch sizes, for
+a window aggregate, an upsert_table with partials (state_ttl) and one with constant_domain, a
+chain of models and an OVER aggregation: every test passes on the correct tables, and at least
+one of them only within the tolerance; a value changed by more than the tolerance fails, with
+the column and the difference named; `float_tolerance: 0` is exact."""
+
+import json
+import os
+import random
+from datetime import timedelta
+
+import pyarrow as pa
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+from deltalake import DeltaTable, write_deltalake
+
+from .helpers import table_path, ts
+from .test_equivalence import SOURCES
+
+MODELS = {
+    "window_sums": """
+{{ config(materialized='streaming_view', watermark_delay='2 minutes', max_files_per_trigger=1) }}
+SELECT window_start, window_end, item, SUM(price) AS total, AVG(price) AS mean, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE {{ source('raw', 'bids') }}, DESCRIPTOR(ts), INTERVAL '10' MINUTES))
+GROUP BY window_start, window_end, item
+""",
+    "ttl_sums": """
+{{ config(materialized='upsert_table', unique_key='item', state_ttl='30 days') }}
+SELECT item, SUM(price) AS total, AVG(price) AS mean, COUNT(*) AS n
+FROM {{ source('raw', 'bids') }} GROUP BY item
+""",
+    "domain_sums": """
+{{ config(materialized='upsert_table', unique_key='item', constant_domain='item',
+          max_files_per_trigger=2) }}
+SELECT item, SUM(price) AS total, COUNT(price) AS priced
+FROM {{ source('raw', 'bids') }} GROUP BY item
+""",
+    "chain_a": """
+{{ config(materialized='streaming_view', watermark_delay='1 minute') }}
+SELECT window_start, window_end, item, SUM(price) AS total, COUNT(*) AS bids
+FROM TABLE(TUMBLE(TABLE {{ source('raw', 'bids') }}, DESCRIPTOR(ts), INTERVAL '1' MINUTES))
+GROUP BY window_start, window_end, item
+""",
+    "chain_b": """
+{{ config(materialized='upsert_table', unique_key='item', constant_domain='item') }}
+SELECT item, SUM(total) AS total, SUM(bids) AS bids FROM {{ ref('chain_a') }} GROUP BY item
+""",
+    "running": """
+{{ config(materialized='streaming_view', watermark_delay='1 minute') }}
+SELECT ts, item, price,
+       SUM(price) OVER (PARTITION BY item ORDER BY ts
+                        ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS last4
+FROM {{ source('raw', 'bids') }}
+""",
+}
+ITEMS = [f"i{i}" for i in range(20)]
+
+
+def bids(rng: random.Random, start, n: int) -> pa.Table:
+    """`n` bids after `start`, ~5 s apart, out of order by up to 50 s; prices with two
+    decimals of magnitudes 1e-3..1e9, 3% NULL."""
+    times, items, prices = [], [], []
+    for i in range(n):
+        times.append(start + timedelta(seconds=5 * i + rng.uniform(-50, 0)))
+        items.append(rng.choice(ITEMS))
+        price = round(10 ** rng.uniform(-3, 9), 2) if rng.random() > 0.03 else None
+        prices.append(price)
+    return pa.table(
+        {
+            "ts": pa.array(times, pa.timestamp("us", tz="UTC")),
+            "item": pa.array(items),
+            "price": pa.array(prices, pa.float64()),
+        }
+    )
+
+
+def schema_file(arguments: dict | None = None) -> str:
+    test = (
+        {"snapshot_equivalence": {"arguments": arguments}} if arguments else "snapshot_equivalence"
+    )
+    return json.dumps({"models": [{"name": n, "data_tests": [test]} for n in MODELS]})
+
+
+class TestDoublesSummedAcrossBatches:
+    @pytest.fixture(scope="class")
+    def models(self):
+        sources = SOURCES.replace("tables: [{name: ev}]", "tables: [{name: bids}]")
+        return {"sources.yml": sources, "tests.yml": schema_file()} | {
+            f"{n}.sql": sql for n, sql in MODELS.items()
+        }
+
+    def set_tests(self, project, arguments: dict | None = None) -> None:
+        with open(os.path.join(project.project_root, "models", "tests.yml"), "w") as fh:
+            fh.write(schema_file(arguments))
+
+    def test_equal_within_tolerance_and_not_beyond(self, project):
+        source = table_path(project, "bids")
+        rng = random.Random(39)
+        start = ts("2024-03-01 10:00:00")
+        for _ in range(4):
+            for _ in range(3):  # three appends a run: several batches where files are limited
+                write_deltalake(source, bids(rng, start, 60), mode="append")
+                start += timedelta(minutes=5)
+            run_dbt(["run"])
+            _, out = run_dbt_and_capture(["--debug", "test"])
+        # the last run's tests passed, and some only within the tolerance: the defect's case
+        assert "equal within the float tolerance" in out, out[-3000:]
+
+        # exact comparison (the old behaviour) fails on these correct tables
+        self.set_tests(project, {"float_tolerance": 0, "float_abs_tolerance": 0})
+        results = run_dbt(["test"], expect_pass=False)
+        assert any(r.status == "fail" for r in results)
+        self.set_tests(project)
+
+        # a value changed by less than the tolerance passes; by more, fails naming the column
+        path = table_path(project, "window_sums")
+        good = DeltaTable(path).version()
+        table = DeltaTable(path).to_pyarrow_table()
+        row = next(r for r in table.to_pylist() if r["total"] and r["total"] > 1)
+        where = (
+            f"item = '{row['item']}' AND window_start = "
+            f"'{row['window_start'].strftime('%Y-%m-%d %H:%M:%S')}'"
+        )
+        DeltaTable(path).update({"total": "total * (1 + 1e-13)"}, predicate=where)
+        run_dbt(["test", "-s", "window_sums"])
+        DeltaTable(path).restore(good)
+        DeltaTable(path).update({"total": "total * (1 + 1e-6)"}, predicate=where)
+        results, out = run_dbt_and_capture(["test", "-s", "window_sums"], expect_pass=False)
+        assert results[0].failures == 2, out[-3000:]
+        assert "1 missing, 1 unexpected" in out
+        assert f"total (window_start {row['window_start'].strftime('%Y-%m-%d %H:%M')}" in out
+        assert "beyond the tolerance (relative 1e-09, absolute 1e-12)" in out, out[-3000:]
+        # loosened, the same change passes
+        self.set_tests(project, {"float_tolerance": 1e-5})
+        run_dbt(["test", "-s", "window_sums"])
