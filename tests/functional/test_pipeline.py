@@ -6,7 +6,6 @@ one model leaves the others running, and stopping the last ends the runner. Rows
 exactly and with snapshot_equivalence."""
 
 import os
-import signal
 
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
@@ -14,9 +13,9 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 from dbt.adapters.spark_streaming.runtime import pipeline, runner
 from dbt.adapters.spark_streaming.runtime.lifecycle import alive
 
+from . import test_continuous as continuous
 from .helpers import append_bids, equivalence_tests, rows, table_path, ts
-from .test_continuous import wait_for
-from .test_streaming_view import BIDS_CSV
+from .test_continuous import wait_for, window
 
 CONTINUOUS = "trigger={'processing_time': '1 second'}"
 W10 = f"""
@@ -56,39 +55,14 @@ MODELS = {"w10": W10, "by_item": BY_ITEM, "hourly": HOURLY, "per_unit": PER_UNIT
 SHARED = ["w10", "by_item", "hourly", "per_unit"]
 
 
-def window(start: str, end: str, *values) -> tuple:
-    return (ts(f"2020-04-15 {start}"), ts(f"2020-04-15 {end}"), *values)
-
-
-class TestSharedRunner:
-    @pytest.fixture(scope="class")
-    def seeds(self):
-        return {"bids.csv": BIDS_CSV}
-
+class TestSharedRunner(continuous.Base):  # bids seeded; runners killed after the class
     @pytest.fixture(scope="class")
     def models(self):
         return {f"{n}.sql": sql for n, sql in MODELS.items()} | {
             "tests.yml": equivalence_tests(MODELS)
         }
 
-    @pytest.fixture(scope="class")
-    def project_config_update(self):
-        return {
-            "seeds": {
-                "+column_types": {"bidtime": "timestamp", "price": "double", "item": "string"}
-            }
-        }
-
-    @pytest.fixture(scope="class", autouse=True)
-    def kill_runners_after(self, project):
-        yield
-        control = project.adapter.config.credentials.warehouse_path
-        for name in runner.names(control):  # never leave a runner behind, even on failure
-            st = runner.status(control, name)
-            if st and st["alive"]:
-                os.kill(st["pid"], signal.SIGKILL)
-
-    def status(self, project, model: str) -> dict:
+    def model_status(self, project, model: str) -> dict:
         control = project.adapter.config.credentials.warehouse_path
         return runner.status(control, f"{project.test_schema}.{model}")
 
@@ -98,7 +72,7 @@ class TestSharedRunner:
         run_dbt(["seed"])
         results = run_dbt(["run"])
         assert [r.status for r in results] == ["success"] * len(MODELS)
-        first = {m: self.status(project, m) for m in MODELS}
+        first = {m: self.model_status(project, m) for m in MODELS}
         shared = {first[m]["pid"] for m in SHARED}
         assert len(shared) == 1 and all(first[m]["pipeline"] == "default" for m in SHARED)
         (pid,) = shared
@@ -126,7 +100,7 @@ class TestSharedRunner:
             fh.write(BY_ITEM.replace("MAX(price) AS top", "ROUND(MAX(price), 1) AS top"))
         _, out = run_dbt_and_capture(["run"])
         assert "its query changed" in out and out.count("nothing to do") == len(MODELS) - 1, out
-        now = {m: self.status(project, m) for m in MODELS}
+        now = {m: self.model_status(project, m) for m in MODELS}
         assert now["by_item"]["request"] != first["by_item"]["request"]
         assert now["by_item"]["alive"] and now["by_item"]["pid"] == pid
         for m in MODELS:
@@ -137,7 +111,7 @@ class TestSharedRunner:
         # the others go on committing in the same process.
         append_bids(bids, [("2020-04-15 08:41:00", 0.5, "B")])
         failed = wait_for(
-            lambda: (st := self.status(project, "per_unit"))["state"] == "failed" and st
+            lambda: (st := self.model_status(project, "per_unit"))["state"] == "failed" and st
         )
         assert failed["restarts"] == 1 and failed["gave_up"] == "after 1 restarts", failed
         assert failed["error"]["code"].startswith("SSR") and "a price below 1" in str(
@@ -145,7 +119,7 @@ class TestSharedRunner:
         ), failed["error"]
         append_bids(bids, [("2020-04-15 08:52:00", 2, "C")])
         wait_for(lambda: window("08:40", "08:50", 0.5, 1) in rows(table_path(project, "w10")))
-        assert alive(pid) and all(self.status(project, m)["alive"] for m in SHARED[:3])
+        assert alive(pid) and all(self.model_status(project, m)["alive"] for m in SHARED[:3])
 
         _, out = run_dbt_and_capture(["run-operation", "stream_status"])
         line = next(ln for ln in out.splitlines() if f"{project.test_schema}.per_unit" in ln)
@@ -153,10 +127,10 @@ class TestSharedRunner:
 
         # Stop one model: the others keep running; stop the rest: the runners end.
         run_dbt(["run-operation", "stream_stop", "--args", "{model: w10}"])
-        assert self.status(project, "w10")["state"] == "stopped"
-        assert alive(pid) and self.status(project, "hourly")["alive"]
+        assert self.model_status(project, "w10")["state"] == "stopped"
+        assert alive(pid) and self.model_status(project, "hourly")["alive"]
         _, out = run_dbt_and_capture(["run-operation", "stream_stop"])
-        assert all(not self.status(project, m)["alive"] for m in MODELS)
+        assert all(not self.model_status(project, m)["alive"] for m in MODELS)
         wait_for(lambda: not alive(pid) and not alive(first["solo"]["pid"]))
         assert pipeline.status(control, "default")["state"] == "stopped"
 
