@@ -4,8 +4,9 @@ correct table differs from it in the last bits. Seeded random DOUBLE prices (two
 magnitudes from 1e-3 to 1e9, NULLs, out of order) over many appends and micro-batch sizes, for
 a window aggregate, an upsert_table with partials (state_ttl) and one with constant_domain, a
 chain of models and an OVER aggregation: every test passes on the correct tables, and at least
-one of them only within the tolerance; a value changed by more than the tolerance fails, with
-the column and the difference named; `float_tolerance: 0` is exact."""
+one of them only within the tolerance; in every model, a value changed by less than the
+tolerance passes and one changed by more fails, with the column and the difference named (by
+the Spark pass and by the second, Python one); `float_tolerance: 0` is exact."""
 
 import json
 import os
@@ -16,6 +17,8 @@ import pyarrow as pa
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 from deltalake import DeltaTable, write_deltalake
+
+from dbt.adapters.spark_streaming.runtime import tolerance
 
 from .helpers import table_path, ts
 from .test_equivalence import SOURCES
@@ -96,7 +99,7 @@ class TestDoublesSummedAcrossBatches:
         with open(os.path.join(project.project_root, "models", "tests.yml"), "w") as fh:
             fh.write(schema_file(arguments))
 
-    def test_equal_within_tolerance_and_not_beyond(self, project):
+    def test_equal_within_tolerance_and_not_beyond(self, project, monkeypatch):
         source = table_path(project, "bids")
         rng = random.Random(39)
         start = ts("2024-03-01 10:00:00")
@@ -115,24 +118,45 @@ class TestDoublesSummedAcrossBatches:
         assert any(r.status == "fail" for r in results)
         self.set_tests(project)
 
-        # a value changed by less than the tolerance passes; by more, fails naming the column
-        path = table_path(project, "window_sums")
-        good = DeltaTable(path).version()
-        table = DeltaTable(path).to_pyarrow_table()
-        row = next(r for r in table.to_pylist() if r["total"] and r["total"] > 1)
-        where = (
-            f"item = '{row['item']}' AND window_start = "
-            f"'{row['window_start'].strftime('%Y-%m-%d %H:%M:%S')}'"
-        )
-        DeltaTable(path).update({"total": "total * (1 + 1e-13)"}, predicate=where)
-        run_dbt(["test", "-s", "window_sums"])
-        DeltaTable(path).restore(good)
-        DeltaTable(path).update({"total": "total * (1 + 1e-6)"}, predicate=where)
-        results, out = run_dbt_and_capture(["test", "-s", "window_sums"], expect_pass=False)
-        assert results[0].failures == 2, out[-3000:]
-        assert "1 missing, 1 unexpected" in out
-        assert f"total (window_start {row['window_start'].strftime('%Y-%m-%d %H:%M')}" in out
-        assert "beyond the tolerance (relative 1e-09, absolute 1e-12)" in out, out[-3000:]
-        # loosened, the same change passes
+        # in every model, one value changed by less than the tolerance passes; by more, fails
+        # naming the column and the difference
+        good = {n: DeltaTable(table_path(project, n)).version() for n in MODELS}
+        changed = {n: tamper(table_path(project, n), 1e-13) for n in MODELS}
+        run_dbt(["test"])
+        for n in MODELS:
+            DeltaTable(table_path(project, n)).restore(good[n])
+            assert tamper(table_path(project, n), 1e-6) == changed[n]
+        results, out = run_dbt_and_capture(["test"], expect_pass=False)
+        assert sorted(r.failures for r in results) == [2] * len(MODELS), out[-3000:]
+        assert out.count("1 missing, 1 unexpected") >= len(MODELS), out[-5000:]
+        for n, (column, at) in changed.items():
+            assert f"{column} ({at}" in out, (n, out[-5000:])
+        assert "beyond the tolerance (relative 1e-09, absolute 1e-12)" in out
+        # the same, described by the Spark pass alone (too many rows for the second chance)
+        monkeypatch.setattr(tolerance, "SECOND_CHANCE", 0)
+        _, out = run_dbt_and_capture(["test", "-s", "window_sums", "running"], expect_pass=False)
+        assert "total (window_start" in out and "last4 (ts" in out, out[-5000:]
+        # loosened, the same changes pass
         self.set_tests(project, {"float_tolerance": 1e-5})
-        run_dbt(["test", "-s", "window_sums"])
+        run_dbt(["test"])
+
+
+CHANGED = {"running": "last4"}  # the float column changed per model; default `total`
+
+
+def tamper(path: str, by: float) -> tuple[str, str]:
+    """Multiply one value (> 1) of the model's float column by 1 + `by` in a new Delta commit
+    (the streaming commits stay); returns the column and the start of its row's description
+    in the check's summary."""
+    name = os.path.basename(path)
+    column = CHANGED.get(name, "total")
+    rows = DeltaTable(path).to_pyarrow_table().to_pylist()
+    row = min((r for r in rows if r[column] and r[column] > 1), key=str)
+    first = next(iter(row))  # the first column (not a float) names the row in the summary
+    label = row[first] if first == "item" else row[first].strftime("%Y-%m-%d %H:%M:%S")
+    keys = [k for k in ("window_start", "ts", "item") if k in row]
+    text = {k: row[k] if k == "item" else row[k].strftime("%Y-%m-%d %H:%M:%S.%f") for k in keys}
+    where = " AND ".join(f"{k} = '{v}'" for k, v in text.items())
+    updated = DeltaTable(path).update({column: f"{column} * (1 + {by!r})"}, predicate=where)
+    assert updated["num_updated_rows"] == 1, (name, where, updated)
+    return column, f"{first} {label}"

@@ -8,11 +8,9 @@ version consumed, tagging every row with the watermark of the batch that read it
 late-row and window-emission rule applied (sql/oracle.py). The table, as of that commit,
 must equal the result as a multiset.
 
-FLOAT and DOUBLE columns are compared with a tolerance (every other type exactly, DECIMAL
-included): the stream adds partial sums in another order than the batch query, and floating-point
-addition is not associative (2036.76 in batch, 2036.7600000000002 in the table). Two values
-are equal when they are equal (NaN equals NaN, an infinity itself, NULL only NULL) or
-|a - b| <= max(float_tolerance * max(|a|, |b|), float_abs_tolerance).
+FLOAT and DOUBLE columns are compared within a tolerance, every other type exactly (DECIMAL
+included): the stream adds partial sums in another order than the batch query
+(runtime/tolerance.py).
 
 With `state_ttl`, a key whose partials expired starts afresh (seed 001, idle state
 retention), so its row aggregates only what came after: by design it differs from the batch
@@ -35,12 +33,11 @@ from ..layout import changelog_path, query_path
 from ..sql.oracle import LATE_COLUMN
 from .catalog import Catalog
 from .model import compile_model, recorded_model, recorded_query
+from .tolerance import FLOAT_ABS_TOLERANCE, FLOAT_TOLERANCE, float_columns, pair
 
 logger = AdapterLogger("SparkStreaming")
 
 SAMPLE_ROWS = 5
-FLOAT_TOLERANCE = 1e-9  # relative: a sum's rounding differs by ~1e-16 per term added
-FLOAT_ABS_TOLERANCE = 1e-12  # the floor near zero, where a relative tolerance is no tolerance
 
 
 def _batches(target: str, at_version: Optional[int]) -> list[dict]:
@@ -199,121 +196,6 @@ class Equivalence:
                 )
         lines += [f"  {line}" for line in self.beyond_tolerance]
         return "\n".join(lines)
-
-
-def _float_columns(df) -> list[str]:
-    return [f.name for f in df.schema.fields if f.dataType.typeName() in ("double", "float")]
-
-
-def within(a: Optional[float], b: Optional[float], rel: float, floor: float) -> bool:
-    """Whether float values `a` and `b` are equal within the tolerance (module docstring): an
-    infinity is only near itself."""
-    if a is None or b is None:
-        return a is b
-    if a != a or b != b:  # NaN
-        return a != a and b != b
-    if a == b:
-        return True
-    big = max(abs(a), abs(b))
-    return big != float("inf") and abs(a - b) <= max(rel * big, floor)
-
-
-def _close(a, b, rel: float, floor: float):
-    """`within` of float columns `a` and `b`, in Spark (where NaN equals NaN)."""
-    from pyspark.sql import functions as F
-
-    big = F.greatest(F.abs(a), F.abs(b))
-    near = (big < F.lit(float("inf"))) & (
-        F.abs(a - b) <= F.greatest(F.lit(rel) * big, F.lit(floor))
-    )
-    return a.eqNullSafe(b) | F.coalesce(near, F.lit(False))
-
-
-def _beyond(at: str, column: str, a, b, rel: float, floor: float) -> str:
-    """A line saying that `column` of the row at `at` is `a` in the batch query and `b` in the
-    table, beyond the tolerance."""
-    head = f"{column} ({at}): {a} from the batch query, {b} in the table"
-    if a is None or b is None or a != a or b != b:
-        return head
-    diff = abs(a - b)
-    scale = max(abs(a), abs(b))
-    relative = f"{diff / scale:.3g}" if scale and scale != float("inf") else "-"
-    return (
-        f"{head}: differs by {diff:.3g} (relative {relative}), beyond the tolerance "
-        f"(relative {rel:g}, absolute {floor:g})"
-    )
-
-
-def _pair_floats(rows, columns: list[str], floats: list[str], rel: float, floor: float):
-    """Pair the differing `rows` (column _diff, then `columns`) that are equal but for floats
-    within the tolerance: a missing and an unexpected row pair when their other columns are
-    equal and they are the n-th of those in the order of their float columns. Returns the rows
-    left, how many pairs were equal within the tolerance, the largest difference among them
-    ((column, absolute, relative), or None) and lines for up to SAMPLE_ROWS pairs that differ
-    beyond it."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    names = {c: f"c{i}" for i, c in enumerate(columns)}
-    keys = [names[c] for c in columns if c not in floats]
-    numbered = (
-        rows.select("_diff", *[F.col(f"`{c}`").alias(names[c]) for c in columns])
-        .withColumn(
-            "__n",
-            F.row_number().over(
-                Window.partitionBy("_diff", *keys).orderBy(*[names[c] for c in floats])
-            ),
-        )
-        .withColumn("__id", F.monotonically_increasing_id())
-        .localCheckpoint()
-    )
-    m = numbered.where(F.col("_diff") == "missing").alias("m")
-    u = numbered.where(F.col("_diff") == "unexpected").alias("u")
-    on = [F.col(f"m.{k}").eqNullSafe(F.col(f"u.{k}")) for k in keys] + [
-        F.col("m.__n") == F.col("u.__n")
-    ]
-    pairs = m.join(u, on, "inner")
-    close = [_close(F.col(f"m.{names[c]}"), F.col(f"u.{names[c]}"), rel, floor) for c in floats]
-    every = close[0]
-    for more in close[1:]:
-        every = every & more
-    pairs = pairs.withColumn("__within", every).localCheckpoint()
-    equal = pairs.where("__within")
-    matched = equal.count()
-    largest = None
-    if matched:  # per float column: the largest absolute and relative difference
-        found = equal.agg(
-            *[F.max(F.abs(F.col(f"m.{names[c]}") - F.col(f"u.{names[c]}"))) for c in floats],
-            *[
-                F.max(
-                    F.try_divide(
-                        F.abs(F.col(f"m.{names[c]}") - F.col(f"u.{names[c]}")),
-                        F.greatest(F.abs(F.col(f"m.{names[c]}")), F.abs(F.col(f"u.{names[c]}"))),
-                    )
-                )
-                for c in floats
-            ],
-        ).first()
-        column = max(range(len(floats)), key=lambda i: found[i] or 0.0)
-        if found[column]:
-            largest = (floats[column], found[column], found[len(floats) + column])
-    shown = [F.col(f"m.{k}").alias(f"k{i}") for i, k in enumerate(keys)]
-    for i, c in enumerate(floats):
-        shown += [F.col(f"m.{names[c]}").alias(f"m{i}"), F.col(f"u.{names[c]}").alias(f"u{i}")]
-    beyond = []
-    for pair in pairs.where("NOT __within").select(*shown).limit(SAMPLE_ROWS).collect():
-        at = ", ".join(
-            f"{c} {pair[f'k{i}']}" for i, c in enumerate(c for c in columns if c not in floats)
-        )
-        for i, c in enumerate(floats):
-            a, b = pair[f"m{i}"], pair[f"u{i}"]
-            if not within(a, b, rel, floor):
-                beyond.append(_beyond(at, c, a, b, rel, floor))
-    used = equal.select(F.col("m.__id").alias("__id")).union(equal.select(F.col("u.__id")))
-    left = numbered.join(used, "__id", "left_anti").select(
-        "_diff", *[F.col(names[c]).alias(c) for c in columns]
-    )
-    return left, matched, largest, beyond
 
 
 def _restarted_keys(spark, plan, target: str, version: int, columns: list[str]):
@@ -480,16 +362,22 @@ def check(
 
     rel = FLOAT_TOLERANCE if float_tolerance is None else float(float_tolerance)
     floor = FLOAT_ABS_TOLERANCE if float_abs_tolerance is None else float(float_abs_tolerance)
-    floats = _float_columns(actual)
+    floats = float_columns(actual)
     beyond: list[str] = []
     if (rel or floor) and floats and missing and unexpected:
-        rows, matched, largest, beyond = _pair_floats(rows, actual.columns, floats, rel, floor)
-        missing, unexpected = missing - matched, unexpected - matched
-        if largest:
+        paired = pair(rows, actual.columns, floats, (missing, unexpected), rel, floor)
+        rows, missing, unexpected, beyond = (
+            paired.rows,
+            paired.missing,
+            paired.unexpected,
+            paired.beyond,
+        )
+        if paired.largest:
+            column, diff, relative = paired.largest
             logger.debug(
-                f"snapshot_equivalence {schema}.{identifier}: {matched} rows equal within the "
-                f"float tolerance; the largest difference {largest[1]:.3g} (relative "
-                f"{largest[2]:.3g}) in column {largest[0]}"
+                f"snapshot_equivalence {schema}.{identifier}: {paired.matched} rows equal "
+                f"within the float tolerance (relative {rel:g}, absolute {floor:g}); the "
+                f"largest difference {diff:.3g} (relative {relative:.3g}) in column {column}"
             )
 
     view = f"{prefix}_diff"
