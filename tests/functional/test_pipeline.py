@@ -6,9 +6,11 @@ one model leaves the others running, and stopping the last ends the runner. Rows
 exactly and with snapshot_equivalence."""
 
 import os
+import time
 
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
+from deltalake import DeltaTable
 
 from dbt.adapters.spark_streaming.runtime import pipeline, runner
 from dbt.adapters.spark_streaming.runtime.lifecycle import alive
@@ -136,3 +138,64 @@ class TestSharedRunner(continuous.Base):  # bids seeded; runners killed after th
 
         # Every table equals its query over the input it consumed.
         assert [r.status for r in run_dbt(["test"])] == ["pass"] * len(MODELS)
+
+
+# A chain of three continuous models, each taking in the commit of the one before as it lands
+# (delta/source.py AWAIT_COMMIT_MS), with triggers long enough to tell that from polling.
+EVERY_30S = "trigger={'processing_time': '30 seconds'}"
+CHAIN = {
+    "clean": f"""
+{{{{ config(materialized='streaming_view', {EVERY_30S}) }}}}
+SELECT bidtime, item, price FROM {{{{ ref('bids') }}}} WHERE price > 0
+""",
+    "per_item": f"""
+{{{{ config(materialized='upsert_table', unique_key='item', constant_domain='item', \
+{EVERY_30S}) }}}}
+SELECT item, COUNT(*) AS bids, SUM(price) AS total FROM {{{{ ref('clean') }}}} GROUP BY item
+""",
+    "per_count": f"""
+{{{{ config(materialized='upsert_table', constant_domain=['bids'], {EVERY_30S}) }}}}
+SELECT bids, COUNT(*) AS items, SUM(total) AS total FROM {{{{ ref('per_item') }}}} GROUP BY bids
+""",
+}
+
+
+class TestChainFreshness(continuous.Base):
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {f"{n}.sql": sql for n, sql in CHAIN.items()} | {
+            "tests.yml": equivalence_tests(CHAIN)
+        }
+
+    def test_each_model_takes_the_commit_before_it_as_it_lands(self, project):
+        end = table_path(project, "per_count")
+        run_dbt(["seed"])
+        run_dbt(["run"])
+        wait_for(lambda: rows(end) == [(1, 6, 21.0)])
+        # Spark starts a 30-second trigger at each multiple of 30 s of the clock; each query's
+        # source waits for a commit until 24 s past it. An append 1 s past a multiple must
+        # reach the end of the chain before the next one: by polling at their triggers, the
+        # three queries would take it in at the next three (30, 60 and 90 s later).
+        boundary = (time.time() // 30 + 1) * 30
+        time.sleep(boundary + 1 - time.time())
+        append_bids(table_path(project, "bids"), [("2020-04-15 08:30:00", 4, "A")])
+        appended = time.time()
+        wait_for(lambda: rows(end) == [(1, 5, 19.0), (2, 1, 6.0)], timeout=boundary + 29 - appended)
+        landed = {m: commit_time(table_path(project, m)) - appended for m in CHAIN}
+        print(f"append -> commit, s: {landed}")  # seen with -s
+        assert all(0 < t < 29 for t in landed.values()), landed
+
+        # 2 s into the next interval every source is waiting for a commit, until 24 s past:
+        # a stop ends the waits (Spark cannot interrupt them) instead of waiting for them.
+        time.sleep(boundary + 32 - time.time())
+        stopping = time.time()
+        run_dbt(["run-operation", "stream_stop"])
+        stopped = time.time() - stopping
+        print(f"stream_stop of the three: {stopped:.1f} s")
+        assert stopped < 20, stopped
+        assert [r.status for r in run_dbt(["test"])] == ["pass"] * len(CHAIN)
+
+
+def commit_time(path: str) -> float:
+    """When the latest version of the Delta table at `path` was committed (epoch seconds)."""
+    return DeltaTable(path).history(1)[0]["timestamp"] / 1000

@@ -9,6 +9,8 @@ Imported by Spark's Python workers through delta/source.py: no dbt, no sqlglot a
 from __future__ import annotations
 
 import json
+import os
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -191,6 +193,24 @@ class Log:
         else:
             self._table.update_incremental()
         return self._table.version()
+
+    def await_version(self, after: int, until: float, stop: str | None = None) -> bool:
+        """Whether a version after `after` is committed before `until` (time.monotonic()) and
+        before a file at local path `stop` exists (the query is stopping): looks for the
+        version's log file every AWAIT_POLL seconds (a stat; on object storage a HEAD request,
+        every AWAIT_POLL_REMOTE). A writer commits a version by creating that file whole
+        (put-if-absent), so once it is there the version can be read."""
+        name = storage.join(self.root, "_delta_log", f"{after + 1:020d}.json")
+        poll = AWAIT_POLL_REMOTE if storage.is_remote(self.root) else AWAIT_POLL
+        while not storage.exists(name):
+            left = until - time.monotonic()
+            if left <= 0 or stop is not None and os.path.exists(stop):
+                return False
+            time.sleep(min(poll, left))
+        return True
+
+
+AWAIT_POLL, AWAIT_POLL_REMOTE = 0.1, 0.5  # seconds between looks for a source's next version
 
 
 def starting_position(root: str, options: dict) -> Position:

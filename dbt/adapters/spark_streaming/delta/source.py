@@ -29,6 +29,7 @@ resolves `schema.identifier` to it (see runtime/catalog.py).
 from __future__ import annotations
 
 import json
+import time
 from typing import Iterator
 
 import pyarrow as pa
@@ -60,6 +61,8 @@ DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
 # without data (the first call after the snapshot finds none)
 BACKLOG_VERSION, BACKLOG_COLUMN = "backlogVersion", "__dss_backlog"
 BACKLOG_HOLD = "backlogHold"
+# DeltaStreamReader.latestOffset: how long to wait for a commit, a file that ends the wait
+AWAIT_COMMIT_MS, AWAIT_STOP_FILE = "awaitCommitMs", "awaitStopFile"
 CHANGE_TYPE = "_change_type"  # the change column of Delta's change data files
 
 
@@ -236,25 +239,40 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start=None, limit=None):
         """The end of the next batch; `start` itself if there is nothing new. Any limit but
         ReadAllAvailable (Spark's, e.g. for Trigger.Once) applies both configured limits: Python
-        sources cannot return Spark's composite limit."""
-        target = self._target if self._target is not None else self.log.latest()
+        sources cannot return Spark's composite limit. With option `awaitCommitMs` (a
+        processing-time query of one stream: runtime/streaming.py), when there is nothing new
+        it waits up to that long for the source's next commit and reads it as soon as it
+        lands, instead of at the next trigger; not once a file is at option `awaitStopFile`
+        (the runner stops the query: Spark cannot interrupt this call)."""
         begin = Position.parse(start)
-        if BACKLOG_VERSION in self.options:  # runtime/backlog.py
-            pinned = Position(int(self.options[BACKLOG_VERSION]))
-            if begin.is_origin:  # the first batch reads that snapshot
-                target = min(target, pinned.version)
-            elif begin == pinned and self.options.get(BACKLOG_HOLD) == "true" and not self._held:
-                self._held = True  # the second has no data
-                return start
+        hold = BACKLOG_VERSION in self.options and self.options.get(BACKLOG_HOLD) == "true"
+        if hold and not self._held and begin == Position(int(self.options[BACKLOG_VERSION])):
+            self._held = True  # a backlog split's second batch has no data
+            return start
+        latest = self._target if self._target is not None else self.log.latest()
+        end = self._advance(begin, latest, limit)
+        wait = self.options.get(AWAIT_COMMIT_MS) if self._target is None else None
+        if end == begin and wait is not None:
+            until, after = time.monotonic() + int(wait) / 1000, latest
+            stop = self.options.get(AWAIT_STOP_FILE)
+            while end == begin and self.log.await_version(after, until, stop):
+                latest = self.log.latest()
+                after = max(after + 1, latest)  # not read yet, or nothing new: the next
+                end = self._advance(begin, latest, limit)
+        return start if end == begin else end.offset(self.label)
+
+    def _advance(self, begin: Position, latest: int, limit) -> Position:
+        """The end of a batch from `begin` with the source at version `latest`."""
+        if BACKLOG_VERSION in self.options and begin.is_origin:  # runtime/backlog.py
+            latest = min(latest, int(self.options[BACKLOG_VERSION]))  # reads that snapshot
         limited = limit is not None and not isinstance(limit, ReadAllAvailable)
-        end = offsets.advance(
+        return offsets.advance(
             begin,
-            target,
+            latest,
             self.log.files,
             self.max_files if limited else None,
             self.max_bytes if limited else None,
         )
-        return start if end == begin else end.offset(self.label)
 
     def reportLatestOffset(self):
         return Position(self.log.latest()).offset(self.label)

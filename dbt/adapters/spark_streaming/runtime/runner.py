@@ -160,7 +160,7 @@ def stop(root: str, name: str, timeout: float = 120.0) -> dict:
     st = status(root, name)
     if not st or not st["alive"]:
         return st or {"state": "none"}
-    open(os.path.join(model_home(root, name), "stop"), "w").close()
+    open(os.path.join(model_home(root, name), "stop"), "w").close()  # Monitor.stop_file
     deadline = time.time() + timeout
     while time.time() < deadline:
         st = status(root, name)
@@ -271,6 +271,7 @@ class Monitor:
 
     def __init__(self, home: str, base: dict):
         self.home = home
+        self.stop_file = os.path.join(home, "stop")  # a stop request (runner.stop)
         self.st = {
             **base,
             "state": "starting",
@@ -306,7 +307,7 @@ class Monitor:
 
     def stopping(self) -> bool:
         """Whether the model is to stop (a stop file, or the runner's SIGTERM)."""
-        return self.stop_requested or os.path.exists(os.path.join(self.home, "stop"))
+        return self.stop_requested or os.path.exists(self.stop_file)
 
     def wait(self, query) -> None:
         """Run until a stop request (file or SIGTERM) or the query fails. The query is asked
@@ -316,6 +317,7 @@ class Monitor:
         while True:
             if self.stopping():
                 self.save(state="stopping")
+                open(self.stop_file, "a").close()  # ends its source's wait for a commit
                 deadline = time.time() + 300  # let the batch in flight commit
                 while query.status.get("isTriggerActive") and time.time() < deadline:
                     time.sleep(0.2)

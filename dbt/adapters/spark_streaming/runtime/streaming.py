@@ -21,10 +21,18 @@ from typing import Optional
 from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta.sink import rewrite_columns
-from ..delta.source import FORMAT, consumed, read_change_feed, skip_change_commits
+from ..delta.source import (
+    AWAIT_COMMIT_MS,
+    AWAIT_STOP_FILE,
+    FORMAT,
+    consumed,
+    read_change_feed,
+    skip_change_commits,
+)
 from ..delta.upsert import rewrite_changelog
 from ..errors import StreamingError
 from ..faults import fault_point
+from ..sql.intervals import parse_duration
 from . import (
     admission,
     backlog,
@@ -221,7 +229,8 @@ def _run(
         if idle
         else backlog.plan_split(plan, model.config, streams, places.checkpoint, options)
     )
-    df, results, schema = _plan_dataframe(spark, model, plan, places, options, split)
+    read = _awaiting(options, interval, streams, monitor)
+    df, results, schema = _plan_dataframe(spark, model, plan, places, read, split)
     sink = ModelSink(spark, model, plan, places, schema, started, monitor)
     _check_columns(model, plan, places, sink, previous if changed else None)
     if idle:  # a changed query, its columns rewritten: no batch to run
@@ -241,6 +250,19 @@ def _run(
     query = _start(df, model, plan, places, write, interval, unload_state=expected == 1)
     _wait(query, model, places, monitor, expected)
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
+
+
+def _awaiting(options: dict, interval: Optional[str], streams, monitor) -> dict:
+    """The source options of a continuous query of one stream (in a runner: `monitor`): when a
+    trigger finds nothing new, its source waits for the next commit, up to 0.8 of the interval
+    (Spark's next trigger stays on time), or until the runner stops the query, and the batch
+    reads it as it lands (delta/source.py AWAIT_COMMIT_MS): a model downstream of another
+    takes in each of its commits at once. A query of several streams (a join) looks at each
+    trigger: its sources are asked in turn."""
+    if monitor is None or interval is None or len(streams) != 1:
+        return options
+    wait = str(parse_duration(interval) * 8 // 10_000)
+    return {**options, AWAIT_COMMIT_MS: wait, AWAIT_STOP_FILE: monitor.stop_file}
 
 
 def _check_columns(model: StreamingModel, plan, places: Places, sink: ModelSink, changed) -> None:
