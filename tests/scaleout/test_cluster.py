@@ -207,24 +207,43 @@ def test_crash_on_the_cluster_and_s3_then_rerun(spark_cluster, s3, tmp_path):
 
 
 def test_continuous_runner_on_the_cluster(spark_cluster, tmp_path):
-    """`dbt run` starts the model's runner, a process whose SparkSession is an application of
-    its own on the cluster (with executors on both workers); it picks up new data by itself."""
-    sql = TUMBLE.format(extra=", trigger={'processing_time': '2 seconds'}")
-    project, source = small_project(tmp_path, spark_cluster.url, "per_item_live", sql)
-    warehouse, name = str(tmp_path / "warehouse"), "analytics.per_item_live"
-    table = tmp_path / "warehouse" / "analytics" / "per_item_live"
+    """`dbt run` starts the runner of three continuous models (two window aggregates and an
+    upsert_table over one of them), a process whose SparkSession is one application on the
+    cluster (with executors on both workers), a query per model; they pick up new data by
+    themselves, the chain's end included."""
+    every = ", trigger={'processing_time': '2 seconds'}"
+    project, source = small_project(
+        tmp_path, spark_cluster.url, "per_item_live", TUMBLE.format(extra=every)
+    )
+    models = project / "models"
+    (models / "per_item_10.sql").write_text(
+        TUMBLE.format(extra=every).replace("INTERVAL '5' MINUTES", "INTERVAL '10' MINUTES")
+    )
+    (models / "item_totals.sql").write_text(
+        f"{{{{ config(materialized='upsert_table', unique_key='item', constant_domain='item'"
+        f"{every}) }}}}\nSELECT item, SUM(total) AS total, SUM(n) AS n "
+        "FROM {{ ref('per_item_live') }} GROUP BY item"
+    )
+    warehouse = str(tmp_path / "warehouse")
+    names = [f"analytics.{m}" for m in ("per_item_live", "per_item_10", "item_totals")]
+    table = {m: str(tmp_path / "warehouse" / "analytics" / m.split(".")[1]) for m in names}
     first, second = events(0), events(20)
     write_deltalake(str(source), first)
     try:
         done, seconds = run(project, ["dbt", "run"])
         assert done.returncode == 0, done.stdout[-3000:]
-        assert "running continuously every 2 seconds" in done.stdout
-        assert runner.status(warehouse, name)["alive"]
-        assert rows(str(table)) == expected(first)
+        assert done.stdout.count("running continuously every 2 seconds") == 3, done.stdout
+        st = [runner.status(warehouse, n) for n in names]
+        assert all(s["alive"] and s["pipeline"] == "default" for s in st), st
+        assert len({s["pid"] for s in st}) == 1, st  # one runner process for the three
+        assert rows(table[names[0]]) == expected(first)
 
         appended = time.time()
         write_deltalake(str(source), second, mode="append")
-        wait_for(lambda: rows(str(table)) == expected(first, second), 180)
+        windows = expected(first, second)
+        wait_for(lambda: rows(table[names[0]]) == windows, 180)
+        wait_for(lambda: rows(table[names[1]]) == expected(first, second, size=10), 180)
+        wait_for(lambda: rows(table[names[2]]) == totals(windows), 180)
         TIMINGS["continuous"] = [["dbt run", seconds], ["append to rows", time.time() - appended]]
 
         # dbt has exited: the one application left is the runner's, with an executor on each
@@ -234,10 +253,21 @@ def test_continuous_runner_on_the_cluster(spark_cluster, tmp_path):
             running = spark_cluster.worker_state(i)["executors"]
             assert apps[0]["id"] in {e["appid"] for e in running}, (i, running)
     finally:
-        st = runner.stop(warehouse, name, timeout=60)  # as `dbt run-operation stream_stop`
-        if st.get("alive"):
-            os.kill(st["pid"], signal.SIGKILL)
-    assert st["state"] == "stopped", st
+        st = [runner.stop(warehouse, n, timeout=60) for n in names]  # as `stream_stop`
+        for s in st:
+            if s.get("alive"):
+                os.kill(s["pid"], signal.SIGKILL)
+    assert [s["state"] for s in st] == ["stopped"] * 3, st
+    wait_for(lambda: not spark_cluster.state()["activeapps"], 60)  # the last stop ended it
+
+
+def totals(windows: list[tuple]) -> list[tuple]:
+    """Per item, the sum of its windows' totals and counts."""
+    out: dict = {}
+    for _, _, item, total, n in windows:
+        t, c = out.get(item, (0.0, 0))
+        out[item] = (t + total, c + n)
+    return sorted((item, t, c) for item, (t, c) in out.items())
 
 
 def _one(items: list) -> list | None:
