@@ -142,19 +142,19 @@ class TestSharedRunner(continuous.Base):  # bids seeded; runners killed after th
 
 # A chain of three continuous models, each taking in the commit of the one before as it lands
 # (delta/source.py AWAIT_COMMIT_MS), with triggers long enough to tell that from polling.
-EVERY_30S = "trigger={'processing_time': '30 seconds'}"
+EVERY_20S = "trigger={'processing_time': '20 seconds'}"
 CHAIN = {
     "clean": f"""
-{{{{ config(materialized='streaming_view', {EVERY_30S}) }}}}
+{{{{ config(materialized='streaming_view', {EVERY_20S}) }}}}
 SELECT bidtime, item, price FROM {{{{ ref('bids') }}}} WHERE price > 0
 """,
     "per_item": f"""
 {{{{ config(materialized='upsert_table', unique_key='item', constant_domain='item', \
-{EVERY_30S}) }}}}
+{EVERY_20S}) }}}}
 SELECT item, COUNT(*) AS bids, SUM(price) AS total FROM {{{{ ref('clean') }}}} GROUP BY item
 """,
     "per_count": f"""
-{{{{ config(materialized='upsert_table', constant_domain=['bids'], {EVERY_30S}) }}}}
+{{{{ config(materialized='upsert_table', constant_domain=['bids'], {EVERY_20S}) }}}}
 SELECT bids, COUNT(*) AS items, SUM(total) AS total FROM {{{{ ref('per_item') }}}} GROUP BY bids
 """,
 }
@@ -172,27 +172,28 @@ class TestChainFreshness(continuous.Base):
         run_dbt(["seed"])
         run_dbt(["run"])
         wait_for(lambda: rows(end) == [(1, 6, 21.0)])
-        # Spark starts a 30-second trigger at each multiple of 30 s of the clock; each query's
-        # source waits for a commit until 24 s past it. An append 1 s past a multiple must
+        # Spark starts a 20-second trigger at each multiple of 20 s of the clock; each query's
+        # source waits for a commit until 16 s past it. An append 1 s past a multiple must
         # reach the end of the chain before the next one: by polling at their triggers, the
-        # three queries would take it in at the next three (30, 60 and 90 s later).
-        boundary = (time.time() // 30 + 1) * 30
+        # three queries would take it in at the next three (20, 40 and 60 s later).
+        boundary = (time.time() // 20 + 1) * 20
         time.sleep(boundary + 1 - time.time())
         append_bids(table_path(project, "bids"), [("2020-04-15 08:30:00", 4, "A")])
         appended = time.time()
-        wait_for(lambda: rows(end) == [(1, 5, 19.0), (2, 1, 6.0)], timeout=boundary + 29 - appended)
-        landed = {m: commit_time(table_path(project, m)) - appended for m in CHAIN}
+        expected = [(1, 5, 19.0), (2, 1, 6.0)]
+        wait_for(lambda: rows(end) == expected, timeout=boundary + 19 - appended)
+        landed = {m: round(commit_time(table_path(project, m)) - appended, 2) for m in CHAIN}
         print(f"append -> commit, s: {landed}")  # seen with -s
-        assert all(0 < t < 29 for t in landed.values()), landed
+        assert all(0 < t < 19 for t in landed.values()), landed
 
-        # 2 s into the next interval every source is waiting for a commit, until 24 s past:
+        # 2 s into the next interval every source is waiting for a commit, until 16 s past:
         # a stop ends the waits (Spark cannot interrupt them) instead of waiting for them.
-        time.sleep(boundary + 32 - time.time())
+        time.sleep(boundary + 22 - time.time())
         stopping = time.time()
         run_dbt(["run-operation", "stream_stop"])
         stopped = time.time() - stopping
         print(f"stream_stop of the three: {stopped:.1f} s")
-        assert stopped < 20, stopped
+        assert stopped < 12, stopped
         assert [r.status for r in run_dbt(["test"])] == ["pass"] * len(CHAIN)
 
 

@@ -155,22 +155,30 @@ def log_tail(root: str, st: dict, lines: int = 5) -> str:
 
 
 def stop(root: str, name: str, timeout: float = 120.0) -> dict:
-    """Ask model `name`'s runner to stop its query and wait until it has (after `timeout`, a
-    runner of the model's own gets SIGTERM; a shared one is left running the others)."""
-    st = status(root, name)
-    if not st or not st["alive"]:
-        return st or {"state": "none"}
-    open(os.path.join(model_home(root, name), "stop"), "w").close()  # Monitor.stop_file
+    """Ask model `name`'s runner to stop its query and wait until it has: stop_many."""
+    return stop_many(root, [name], timeout)[0]
+
+
+def stop_many(root: str, names: list[str], timeout: float = 120.0) -> list[dict]:
+    """Ask the runners of models `names` to stop their queries, all at once, and wait until
+    they have; their statuses. After `timeout`, a runner of a model's own gets SIGTERM; a
+    shared one is left running the others."""
+    sts = {n: status(root, n) for n in names}
+    live = [n for n, st in sts.items() if st and st["alive"]]
+    for n in live:
+        open(os.path.join(model_home(root, n), "stop"), "w").close()  # Monitor.stop_file
     deadline = time.time() + timeout
-    while time.time() < deadline:
-        st = status(root, name)
-        if not st["alive"]:
-            return st
+    while live and time.time() < deadline:
         time.sleep(0.25)
-    if st.get("pipeline") == name:
-        os.kill(st["pid"], signal.SIGTERM)
+        sts.update((n, status(root, n)) for n in live)
+        live = [n for n in live if sts[n]["alive"]]
+    own = [n for n in live if sts[n].get("pipeline") == n]
+    for n in own:
+        os.kill(sts[n]["pid"], signal.SIGTERM)
+    if own:
         time.sleep(5)
-    return status(root, name) or st
+        sts.update((n, status(root, n) or sts[n]) for n in own)
+    return [sts[n] or {"state": "none"} for n in names]
 
 
 def stream_status(catalog) -> list[dict]:
@@ -261,9 +269,8 @@ def stop_runners(root: str, model: Optional[str] = None) -> list[list[str]]:
                 + (", ".join(names(root)) or "none"),
                 "Pass the model's name, e.g. --args '{model: my_model}'.",
             )
-    return [
-        [n, stop(root, n)["state"]] for n in chosen if model or (status(root, n) or {}).get("alive")
-    ]
+    chosen = [n for n in chosen if model or (status(root, n) or {}).get("alive")]
+    return [[n, st["state"]] for n, st in zip(chosen, stop_many(root, chosen), strict=True)]
 
 
 class Monitor:
