@@ -33,7 +33,7 @@ from ..layout import changelog_path, query_path
 from ..sql.oracle import LATE_COLUMN
 from .catalog import Catalog
 from .model import compile_model, recorded_model, recorded_query
-from .tolerance import FLOAT_ABS_TOLERANCE, FLOAT_TOLERANCE, float_columns, pair
+from .tolerance import FLOAT_ABS_TOLERANCE, FLOAT_TOLERANCE, float_columns, pair, subtract
 
 logger = AdapterLogger("SparkStreaming")
 
@@ -223,13 +223,16 @@ def _emitted(spark, catalog: Catalog, plan, batches: list[dict], prefix: str):
     return spark.sql(plan.emitted_sql(bindings, batches[-1]["watermark_ms"] * 1000))
 
 
-def _expected(spark, catalog: Catalog, target: str, plan, batches: list[dict], prefix: str):
+def _expected(
+    spark, catalog: Catalog, target: str, plan, batches: list[dict], prefix: str, tolerance
+):
     """The batch query's rows for the table. A query changed in a way that kept the state
     (runtime/changes.py) ran from the batch after the change on: an append-only table holds,
     for each query in turn, what it emitted over its batches, less what it would have emitted
-    up to the change (the earlier query's rows); an upsert_table holds, for each key, the row
-    of the last query that wrote it (its changelog says which). The earlier queries' rows have
-    their columns as a change of the columns left them."""
+    up to the change (the earlier query's rows; their float columns equal within the
+    `tolerance`, (rel, floor): runtime/tolerance.py subtract); an upsert_table holds, for each
+    key, the row of the last query that wrote it (its changelog says which). The earlier
+    queries' rows have their columns as a change of the columns left them."""
     ends = [
         i
         for i, b in enumerate(batches)
@@ -247,7 +250,7 @@ def _expected(spark, catalog: Catalog, target: str, plan, batches: list[dict], p
                 expected = _rewritten(expected, columns, rows.schema)
             if plan.upsert is None:
                 earlier = _emitted(spark, catalog, query, batches[:start], f"{prefix}_in{n}b")
-                rows = expected.unionByName(rows.exceptAll(earlier.select(rows.columns)))
+                rows = expected.unionByName(subtract(rows, earlier, *tolerance))
             else:
                 rows = _by_last_writer(spark, target, plan, expected, rows, batches[start])
         expected, start = rows, end + 1
@@ -309,7 +312,9 @@ def check(
     plan = _plan(catalog, target, last["fingerprint"])
     prefix = f"__dss_eq_{schema}_{identifier}"
     actual = spark.read.format(FORMAT).option("versionAsOf", version).load(target)
-    expected = _expected(spark, catalog, target, plan, batches, prefix)
+    rel = FLOAT_TOLERANCE if float_tolerance is None else float(float_tolerance)
+    floor = FLOAT_ABS_TOLERANCE if float_abs_tolerance is None else float(float_abs_tolerance)
+    expected = _expected(spark, catalog, target, plan, batches, prefix, (rel, floor))
     if [f.name for f in expected.schema.fields] != actual.columns:
         raise StreamingError(
             "SST504",
@@ -360,8 +365,6 @@ def check(
         .drop("__i")
     )
 
-    rel = FLOAT_TOLERANCE if float_tolerance is None else float(float_tolerance)
-    floor = FLOAT_ABS_TOLERANCE if float_abs_tolerance is None else float(float_abs_tolerance)
     floats = float_columns(actual)
     beyond: list[str] = []
     if (rel or floor) and floats and missing and unexpected:

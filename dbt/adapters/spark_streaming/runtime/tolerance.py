@@ -144,6 +144,29 @@ def _close(a, b, rel: float, floor: float):
     return a.eqNullSafe(b) | F.coalesce(near, F.lit(False))
 
 
+def subtract(rows, earlier, rel: float, floor: float):
+    """`rows` less `earlier` (as exceptAll), a row of `earlier` also taking away a row of `rows`
+    equal to it but for float columns within the tolerance: what two batch computations of the
+    same rows (a window's SUM over other files, so in another order) leave. The rows exceptAll
+    leaves on each side are paired as `pair` does: the n-th of each group of equal non-float
+    values, in the order of the float values."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    earlier = earlier.select(*[F.col(f"`{c}`") for c in rows.columns])
+    floats = float_columns(rows)
+    if not floats or not (rel or floor):
+        return rows.exceptAll(earlier)
+    keys = [f"`{c}`" for c in rows.columns if c not in floats]
+    order = Window.partitionBy(*keys).orderBy(*[f"`{c}`" for c in floats])
+    left = rows.exceptAll(earlier).withColumn("__n", F.row_number().over(order)).alias("r")
+    gone = earlier.exceptAll(rows).withColumn("__n", F.row_number().over(order)).alias("e")
+    on = [F.col(f"r.{k}").eqNullSafe(F.col(f"e.{k}")) for k in keys]
+    on += [F.col("r.__n") == F.col("e.__n")]
+    on += [_close(F.col(f"r.`{c}`"), F.col(f"e.`{c}`"), rel, floor) for c in floats]
+    return left.join(gone, on, "left_anti").drop("__n")
+
+
 def pair(rows, columns: list[str], floats: list[str], counts: tuple[int, int], rel, floor):
     """Pair the differing `rows` (column _diff, then `columns`; `counts` of missing and
     unexpected ones) that are equal but for `floats` within the tolerance (module docstring)."""
