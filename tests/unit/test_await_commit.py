@@ -1,7 +1,7 @@
 """A continuous query's source waits for its table's next commit when a trigger finds nothing
 new (delta/source.py AWAIT_COMMIT_MS): it returns that commit's end as soon as the commit
 lands, its start when the wait is over or the runner's stop file appears, and never waits under
-the available-now trigger. No Spark."""
+the available-now trigger or at a query's first trigger. No Spark."""
 
 import threading
 import time
@@ -79,3 +79,14 @@ def test_no_wait_without_the_option_or_under_available_now(tmp_path):
         began = time.monotonic()
         assert r.latestOffset(end, None) == end
         assert time.monotonic() - began < 5
+
+
+def test_no_wait_at_the_querys_first_trigger(tmp_path):
+    """A query's first trigger reports at once what there is (dbt waits for it)."""
+    path = str(tmp_path / "t")
+    append(path)
+    end = reader(path).latestOffset(reader(path).initialOffset(), None)
+    r = reader(path, **{AWAIT_COMMIT_MS: 60_000})  # a restarted query, caught up
+    began = time.monotonic()
+    assert r.latestOffset(end, None) == end
+    assert time.monotonic() - began < 5

@@ -224,6 +224,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.log = Log(path, skip_change_commits(options), read_change_feed(options))
         self._target: int | None = None  # version frozen by prepareForTriggerAvailableNow
         self._held = False  # a backlog split's second batch has been held without data
+        self._asked = False  # latestOffset was called (a trigger has begun)
 
     def initialOffset(self):
         return starting_position(self.path, self.options).offset(self.label)
@@ -242,8 +243,9 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         sources cannot return Spark's composite limit. With option `awaitCommitMs` (a
         processing-time query of one stream: runtime/streaming.py), when there is nothing new
         it waits up to that long for the source's next commit and reads it as soon as it
-        lands, instead of at the next trigger; not once a file is at option `awaitStopFile`
-        (the runner stops the query: Spark cannot interrupt this call)."""
+        lands, instead of at the next trigger; not at the query's first trigger (it reports
+        at once what there is), nor once a file is at option `awaitStopFile` (the runner
+        stops the query: Spark cannot interrupt this call)."""
         begin = Position.parse(start)
         hold = BACKLOG_VERSION in self.options and self.options.get(BACKLOG_HOLD) == "true"
         if hold and not self._held and begin == Position(int(self.options[BACKLOG_VERSION])):
@@ -252,7 +254,8 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._target if self._target is not None else self.log.latest()
         end = self._advance(begin, latest, limit)
         wait = self.options.get(AWAIT_COMMIT_MS) if self._target is None else None
-        if end == begin and wait is not None:
+        first, self._asked = not self._asked, True  # the query's first trigger: no wait
+        if end == begin and wait is not None and not first:
             until, after = time.monotonic() + int(wait) / 1000, latest
             stop = self.options.get(AWAIT_STOP_FILE)
             while end == begin and self.log.await_version(after, until, stop):

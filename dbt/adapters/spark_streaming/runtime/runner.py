@@ -345,8 +345,10 @@ class Monitor:
                         late_rows=self.st["late_rows"] + late,
                         input_rows_per_s=round(progress.get("processedRowsPerSecond") or 0.0, 1),
                     )
+                # its first trigger is done (a later one may spend most of its interval
+                # waiting for a commit: delta/source.py AWAIT_COMMIT_MS)
                 message = str(query.status.get("message", ""))
-                if not self.st["ready"] and message.startswith("Waiting"):
+                if not self.st["ready"] and (progress is not None or message.startswith("Wait")):
                     self.save(state="running", ready=True)
             polls += 1
             time.sleep(POLL)
