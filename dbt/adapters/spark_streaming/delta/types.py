@@ -64,13 +64,10 @@ def spark_to_arrow_type(spark_type: str) -> pa.DataType:
 
 
 def table_columns(path: str, version: int | None = None) -> list[tuple[str, str]]:
-    """(name, Spark SQL type) of the Delta table at `path`."""
-    from deltalake import DeltaTable
+    """(name, Spark SQL type) of the Delta table at `path` (at `version`, else its latest)."""
+    from .log import table
 
-    return [
-        (f.name, delta_to_spark_type(f.type))
-        for f in DeltaTable(path, version=version).schema().fields
-    ]
+    return [(f.name, delta_to_spark_type(f.type)) for f in table(path, version).schema().fields]
 
 
 def ddl(columns: list[tuple[str, str]]) -> str:

@@ -20,6 +20,8 @@ from typing import Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 
+from .. import layout
+from ..delta.log import read_once, release
 from ..delta.sink import rewrite_columns
 from ..delta.source import (
     AWAIT_COMMIT_MS,
@@ -77,26 +79,29 @@ def run_streaming_model(
     interval = runner.processing_time(model.config)
     host = pipeline.name_of(model.config, model.name) if interval else None
     pipeline.max_restarts(model.config)  # SSC201 before a runner starts
-    plan = compile_model(catalog, model)
-    admission.source_options(model.config)  # SSC201 before a runner starts
-    backlog.enabled(model.config)
     target = model.location(catalog)
-    preflight.check_writable(model.identifier, preflight.control_root(catalog.control), target)
-    if monitor is not None:  # the runner takes over the lock of the `dbt run` that started it
-        with lifecycle.model_lock(catalog.control, model.name, monitor.st.get("started_by")):
-            return _run(spark, catalog, model, plan, started, interval, monitor)
-    running = _settle_runner(catalog, model, plan, host)
-    if running:
-        return StreamingAdapterResponse(
-            _message=f"running ({running})", duration_s=round(time.time() - started, 2)
-        )
-    # held until the runner, if one is started, has it: a concurrent run fails (SSR307)
-    with lifecycle.model_lock(catalog.control, model.name):
-        if interval is None or model.full_refresh:
-            response = _run(spark, catalog, model, plan, started)
-            if interval is None:
-                return response
-        return _start_runner(catalog, model, plan, interval, host, spark_settings, started)
+    # each source's log read once until the query starts (_run); the model's tables afresh
+    with read_once(target, layout.refresh_path(catalog.warehouse, model.name)):
+        plan = compile_model(catalog, model)
+        admission.source_options(model.config)  # SSC201 before a runner starts
+        backlog.enabled(model.config)
+        preflight.check_writable(model.identifier, preflight.control_root(catalog.control), target)
+        if monitor is not None:  # the runner takes over the lock of the `dbt run` that started it
+            with lifecycle.model_lock(catalog.control, model.name, monitor.st.get("started_by")):
+                return _run(spark, catalog, model, plan, started, interval, monitor)
+        running = _settle_runner(catalog, model, plan, host)
+        if running:
+            return StreamingAdapterResponse(
+                _message=f"running ({running})", duration_s=round(time.time() - started, 2)
+            )
+        # held until the runner, if one is started, has it: a concurrent run fails (SSR307)
+        with lifecycle.model_lock(catalog.control, model.name):
+            if interval is None or model.full_refresh:
+                response = _run(spark, catalog, model, plan, started)
+                if interval is None:
+                    return response
+            release()
+            return _start_runner(catalog, model, plan, interval, host, spark_settings, started)
 
 
 def _settle_runner(
@@ -247,6 +252,7 @@ def _run(
         write = split.with_closed_windows(
             write, plan, path, view, lambda text: logger.info(f"{model.name}: {text}")
         )
+    release()  # from here on, the sources' logs are read afresh (progress, report)
     query = _start(df, model, plan, places, write, interval, unload_state=expected == 1)
     _wait(query, model, places, monitor, expected)
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
