@@ -12,6 +12,7 @@ from deltalake import write_deltalake
 from dbt.adapters.spark_streaming.delta.source import (
     AWAIT_COMMIT_MS,
     AWAIT_STOP_FILE,
+    AWAIT_WATERMARK,
     DeltaStreamReader,
 )
 
@@ -90,3 +91,18 @@ def test_no_wait_at_the_querys_first_trigger(tmp_path):
     began = time.monotonic()
     assert r.latestOffset(end, None) == end
     assert time.monotonic() - began < 5
+
+
+def test_with_a_watermark_no_wait_at_the_trigger_after_data(tmp_path):
+    """The trigger after a batch of data may have to apply the watermark it moved (Spark asks
+    the sources first): no wait there; at the next one, yes."""
+    path = str(tmp_path / "t")
+    append(path)
+    r = reader(path, **{AWAIT_COMMIT_MS: 600, AWAIT_WATERMARK: "true"})
+    start = r.initialOffset()
+    end = r.latestOffset(start, None)  # the first trigger: the snapshot
+    began = time.monotonic()
+    assert r.latestOffset(end, None) == end  # after data: at once
+    assert time.monotonic() - began < 0.5
+    assert r.latestOffset(end, None) == end  # then it waits
+    assert time.monotonic() - began >= 0.6

@@ -61,8 +61,10 @@ DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
 # without data (the first call after the snapshot finds none)
 BACKLOG_VERSION, BACKLOG_COLUMN = "backlogVersion", "__dss_backlog"
 BACKLOG_HOLD = "backlogHold"
-# DeltaStreamReader.latestOffset: how long to wait for a commit, a file that ends the wait
+# DeltaStreamReader.latestOffset: how long to wait for a commit, a file that ends the wait,
+# whether the query has a watermark
 AWAIT_COMMIT_MS, AWAIT_STOP_FILE = "awaitCommitMs", "awaitStopFile"
+AWAIT_WATERMARK = "awaitWatermark"
 CHANGE_TYPE = "_change_type"  # the change column of Delta's change data files
 
 
@@ -224,7 +226,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.log = Log(path, skip_change_commits(options), read_change_feed(options))
         self._target: int | None = None  # version frozen by prepareForTriggerAvailableNow
         self._held = False  # a backlog split's second batch has been held without data
-        self._asked = False  # latestOffset was called (a trigger has begun)
+        self._read: bool | None = None  # the last latestOffset found data (None: not called)
 
     def initialOffset(self):
         return starting_position(self.path, self.options).offset(self.label)
@@ -243,9 +245,9 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         sources cannot return Spark's composite limit. With option `awaitCommitMs` (a
         processing-time query of one stream: runtime/streaming.py), when there is nothing new
         it waits up to that long for the source's next commit and reads it as soon as it
-        lands, instead of at the next trigger; not at the query's first trigger (it reports
-        at once what there is), nor once a file is at option `awaitStopFile` (the runner
-        stops the query: Spark cannot interrupt this call)."""
+        lands, instead of at the next trigger; not when `_may_wait` says not, nor once a file
+        is at option `awaitStopFile` (the runner stops the query: Spark cannot interrupt this
+        call)."""
         begin = Position.parse(start)
         hold = BACKLOG_VERSION in self.options and self.options.get(BACKLOG_HOLD) == "true"
         if hold and not self._held and begin == Position(int(self.options[BACKLOG_VERSION])):
@@ -254,15 +256,25 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._target if self._target is not None else self.log.latest()
         end = self._advance(begin, latest, limit)
         wait = self.options.get(AWAIT_COMMIT_MS) if self._target is None else None
-        first, self._asked = not self._asked, True  # the query's first trigger: no wait
-        if end == begin and wait is not None and not first:
+        if end == begin and wait is not None and self._may_wait():
             until, after = time.monotonic() + int(wait) / 1000, latest
             stop = self.options.get(AWAIT_STOP_FILE)
             while end == begin and self.log.await_version(after, until, stop):
                 latest = self.log.latest()
                 after = max(after + 1, latest)  # not read yet, or nothing new: the next
                 end = self._advance(begin, latest, limit)
+        self._read = end != begin
         return start if end == begin else end.offset(self.label)
+
+    def _may_wait(self) -> bool:
+        """Not at the query's first trigger (it reports at once what there is); with option
+        `awaitWatermark` (the query has an event-time watermark), not at the trigger after one
+        that read data: Spark may have to run a batch without data there, to apply the
+        watermark the last batch moved (emitting the windows it closed), and asks the sources
+        first."""
+        if self._read is None:
+            return False
+        return not (self._read and self.options.get(AWAIT_WATERMARK) == "true")
 
     def _advance(self, begin: Position, latest: int, limit) -> Position:
         """The end of a batch from `begin` with the source at version `latest`."""

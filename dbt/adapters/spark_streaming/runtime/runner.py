@@ -345,10 +345,12 @@ class Monitor:
                         late_rows=self.st["late_rows"] + late,
                         input_rows_per_s=round(progress.get("processedRowsPerSecond") or 0.0, 1),
                     )
-                # its first trigger is done (a later one may spend most of its interval
-                # waiting for a commit: delta/source.py AWAIT_COMMIT_MS)
+                # caught up: a trigger ended with nothing to do, or ran a batch without input
+                # (that applied a watermark); a trigger spends most of its interval waiting for
+                # a commit (delta/source.py AWAIT_COMMIT_MS), so "Waiting" shows briefly
                 message = str(query.status.get("message", ""))
-                if not self.st["ready"] and (progress is not None or message.startswith("Wait")):
+                idle = progress is not None and progress.get("numInputRows") == 0
+                if not self.st["ready"] and (idle or message.startswith("Waiting")):
                     self.save(state="running", ready=True)
             polls += 1
             time.sleep(POLL)

@@ -26,6 +26,7 @@ from ..delta.sink import rewrite_columns
 from ..delta.source import (
     AWAIT_COMMIT_MS,
     AWAIT_STOP_FILE,
+    AWAIT_WATERMARK,
     FORMAT,
     consumed,
     read_change_feed,
@@ -234,7 +235,7 @@ def _run(
         if idle
         else backlog.plan_split(plan, model.config, streams, places.checkpoint, options)
     )
-    read = _awaiting(options, interval, streams, monitor)
+    read = _awaiting(options, interval, plan, streams, monitor)
     df, results, schema = _plan_dataframe(spark, model, plan, places, read, split)
     sink = ModelSink(spark, model, plan, places, schema, started, monitor)
     _check_columns(model, plan, places, sink, previous if changed else None)
@@ -258,7 +259,7 @@ def _run(
     return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
 
 
-def _awaiting(options: dict, interval: Optional[str], streams, monitor) -> dict:
+def _awaiting(options: dict, interval: Optional[str], plan, streams, monitor) -> dict:
     """The source options of a continuous query of one stream (in a runner: `monitor`): when a
     trigger finds nothing new, its source waits for the next commit, up to 0.8 of the interval
     (Spark's next trigger stays on time), or until the runner stops the query, and the batch
@@ -268,7 +269,13 @@ def _awaiting(options: dict, interval: Optional[str], streams, monitor) -> dict:
     if monitor is None or interval is None or len(streams) != 1:
         return options
     wait = str(parse_duration(interval) * 8 // 10_000)
-    return {**options, AWAIT_COMMIT_MS: wait, AWAIT_STOP_FILE: monitor.stop_file}
+    watermark = "true" if plan.watermark_delay_us is not None else "false"
+    return {
+        **options,
+        AWAIT_COMMIT_MS: wait,
+        AWAIT_STOP_FILE: monitor.stop_file,
+        AWAIT_WATERMARK: watermark,
+    }
 
 
 def _check_columns(model: StreamingModel, plan, places: Places, sink: ModelSink, changed) -> None:
