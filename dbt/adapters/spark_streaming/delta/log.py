@@ -29,12 +29,19 @@ def _abs(root: str, path: str) -> str:
     return path if path.startswith("/") or "://" in path else storage.join(root, unquote(path))
 
 
+def add_action_table(table: Any, flatten: bool = True) -> pa.Table:
+    """A DeltaTable's add actions as a pyarrow Table. Not through `pa.table()`: it first asks
+    whether its argument is a pandas DataFrame, which imports pandas (~40 MB more in each
+    process that reads a log, such as every streaming query's offsets process)."""
+    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=flatten)).read_all()
+
+
 def _snapshot_actions(root: str, version: int | None) -> list[dict]:
     """The add actions of the snapshot at `version` (latest if None): path as in the log,
     size_bytes, modification_time (ms), partition.<column> values."""
     from deltalake import DeltaTable
 
-    actions = pa.table(DeltaTable(root, version=version).get_add_actions(flatten=True))
+    actions = add_action_table(DeltaTable(root, version=version))
     return actions.select(
         [
             c
@@ -210,7 +217,7 @@ class Log:
         return True
 
 
-AWAIT_POLL, AWAIT_POLL_REMOTE = 0.1, 0.5  # seconds between looks for a source's next version
+AWAIT_POLL, AWAIT_POLL_REMOTE = 0.2, 0.5  # seconds between looks for a source's next version
 
 
 def starting_position(root: str, options: dict) -> Position:

@@ -10,6 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from .log import add_action_table
+
 
 def candidate_files(table: DeltaTable, bounds: pa.Table, keys: Sequence[str]) -> list[str]:
     """The paths of the table's files that may hold a row of a key in the batch."""
@@ -22,7 +24,7 @@ def candidate_actions(table: DeltaTable, bounds: pa.Table, keys: Sequence[str]) 
     is ruled out when its statistics put some key column wholly outside the batch's range
     (and it has no NULL there that a NULL of the batch could match); files without
     statistics are kept."""
-    actions = pa.table(table.get_add_actions(flatten=True))
+    actions = add_action_table(table)
     keep = pa.array([True] * actions.num_rows, pa.bool_())
     for k in keys:
         lo, hi = bounds.column(f"min_{k}")[0], bounds.column(f"max_{k}")[0]

@@ -22,6 +22,7 @@ from deltalake import CommitProperties, DeltaTable, Schema, Transaction, write_d
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from ..faults import fault_point
+from .log import add_action_table
 from .writer import WRITTEN, absolute, write_files
 
 REBUILT = "rebuilt"  # a full refresh's swap commit: the rebuild's earlier commits (swap.py)
@@ -145,7 +146,7 @@ def remove_orphans(path: str, prefix: str, keep: set[str]) -> list[str]:
     import pyarrow.fs as pafs
 
     fs, root = pafs.FileSystem.from_uri(absolute(path))
-    referenced = set(pa.table(DeltaTable(path).get_add_actions()).column("path").to_pylist())
+    referenced = set(add_action_table(DeltaTable(path), flatten=False).column("path").to_pylist())
     ours = re.compile(re.escape(prefix) + WRITTEN)  # not delta-rs's part-00001-<uuid>-c000...
     gone = [
         info.base_name

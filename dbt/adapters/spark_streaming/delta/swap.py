@@ -32,6 +32,7 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from ..layout import changelog_path, partials_path, queries_path
 from . import storage
+from .log import add_action_table
 from .sink import META_KEY, REBUILT, commit_history, last_metadata
 from .upsert import BATCH, OP, RESTARTED, VERSION
 
@@ -67,7 +68,7 @@ def _replace_files(target: str, built: str, meta: dict, app) -> None:
     if _committed(target, meta["refresh"]):
         return
     source = DeltaTable(built)
-    files = pa.table(source.get_add_actions(flatten=False)).select(
+    files = add_action_table(source, flatten=False).select(
         ["path", "size_bytes", "modification_time", "num_records"]
     )
     actions = []

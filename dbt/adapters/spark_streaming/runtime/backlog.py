@@ -128,12 +128,13 @@ def _split_point(path: str, column: str, max_files: Optional[int]) -> Optional[t
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
+    from ..delta.log import add_action_table
     from ..delta.types import table_columns
 
     table = DeltaTable(path)
     if dict(table_columns(path, table.version())).get(column) != "timestamp":
         return None
-    actions = pa.table(table.get_add_actions(flatten=True))
+    actions = add_action_table(table)
     stat = f"max.{column}"
     if actions.num_rows == 0 or (max_files is not None and actions.num_rows > max_files):
         return None

@@ -36,6 +36,13 @@ from .pipeline import MODULE, max_restarts, restart_delay
 
 LOCK_WAIT = 30  # seconds a new runner waits for an ending one's lock
 POLL = 0.25  # seconds between looks at the inbox
+# The runner's JVM lives as long as its models: G1 gives back heap it no longer needs (a
+# concurrent collection after 10 s without one, then the heap shrunk to <= 30% free) instead of
+# keeping what its busiest moment took (bench/README "Continuous models sharing a runner").
+# A profile's `server_side_parameters` may set spark.driver.extraJavaOptions instead.
+RUNNER_JAVA_OPTIONS = (
+    "-XX:G1PeriodicGCInterval=10000 -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
+)
 
 
 def _error(exc: BaseException) -> Any:
@@ -82,7 +89,11 @@ class Host:
         from .catalog import Catalog
         from .session import get_spark
 
-        conf = {"spark.scheduler.mode": "FAIR", **(self.spec.get("conf") or {})}
+        conf = {
+            "spark.scheduler.mode": "FAIR",
+            "spark.driver.extraJavaOptions": RUNNER_JAVA_OPTIONS,
+            **(self.spec.get("conf") or {}),
+        }
         self.spark = get_spark(self.spec["master"], conf)
         self.catalog = Catalog(self.spark, self.spec["warehouse"], self.spec.get("checkpoint_root"))
 

@@ -82,12 +82,14 @@ def _put_first_on_pythonpath(entry: str) -> None:
 
 
 FORKSERVER_ENV = "DBT_SPARK_STREAMING_FORKSERVER"  # its module is in WORKER_PATH: not imported here
+# what the offsets processes import besides the runner's module (the fork server preloads it)
+FORKSERVER_PRELOAD = ("dbt.adapters.spark_streaming.delta.source", "deltalake")
 
 
 def forkserver_command(socket_path: str) -> list[str]:
     """The fork server's command line (WORKER_PATH must be on its PYTHONPATH)."""
-    serve = "import sys, spark_streaming_forkserver as f; f.serve(sys.argv[1])"
-    return [sys.executable, "-c", serve, socket_path]
+    serve = "import sys, spark_streaming_forkserver as f; f.serve(sys.argv[1], sys.argv[2:])"
+    return [sys.executable, "-c", serve, socket_path, *FORKSERVER_PRELOAD]
 
 
 def private_directory() -> str:
