@@ -68,3 +68,24 @@ def test_spark_python_processes_import_the_installed_pyspark_not_its_zip():
         os.path.join(os.path.dirname(pyspark.__file__), "__init__.py"),
         __import__("py4j").__file__,
     ]
+
+
+def test_the_delta_source_reads_a_log_without_pandas(tmp_path):
+    """A streaming query's offsets process reads its source's log for each trigger: pyarrow's
+    `pa.table()` on deltalake's tables imports pandas (~40 MB more in each of those processes,
+    one per continuous model: bench/README "Continuous models sharing a runner")."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    table = str(tmp_path / "t")
+    write_deltalake(table, pa.table({"x": [1, 2]}))
+    write_deltalake(table, pa.table({"x": [3]}), mode="append")
+    code = (
+        "import sys; from dbt.adapters.spark_streaming.delta import log, source; "
+        "files = log.snapshot_files(sys.argv[1], None); "
+        "print(len(files), log.latest_version(sys.argv[1]), 'pandas' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, table], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["2", "1", "False"]
