@@ -11,8 +11,10 @@ from deltalake import write_deltalake
 
 from dbt.adapters.spark_streaming.delta.source import (
     AWAIT_COMMIT_MS,
+    AWAIT_IDLE_MS,
     AWAIT_STOP_FILE,
     AWAIT_WATERMARK,
+    IDLE_AFTER,
     DeltaStreamReader,
 )
 
@@ -106,3 +108,31 @@ def test_with_a_watermark_no_wait_at_the_trigger_after_data(tmp_path):
     assert time.monotonic() - began < 0.5
     assert r.latestOffset(end, None) == end  # then it waits
     assert time.monotonic() - began >= 0.6
+
+
+def test_an_idle_source_waits_longer_and_still_returns_a_commit_as_it_lands(tmp_path):
+    """After IDLE_AFTER calls in a row that found nothing, the wait is AWAIT_IDLE_MS (fewer
+    triggers for an idle query); a commit still ends it at once, and the calls after data wait
+    the short time again."""
+    path = str(tmp_path / "t")
+    append(path)
+    r = reader(path, **{AWAIT_COMMIT_MS: 100, AWAIT_IDLE_MS: 1_500})
+    end = r.latestOffset(r.initialOffset(), None)
+
+    def timed_call() -> tuple[dict, float]:
+        began = time.monotonic()
+        new = r.latestOffset(end, None)
+        return new, time.monotonic() - began
+
+    for _ in range(IDLE_AFTER):
+        new, took = timed_call()
+        assert new == end and 0.1 <= took < 1, took
+    new, took = timed_call()
+    assert new == end and took >= 1.5, took  # idle: the long wait
+    committer = later(0.3, lambda: append(path))
+    new, took = timed_call()
+    committer.join()
+    assert new["version"] == 1 and took < 1.2, (new, took)  # the commit, as it lands
+    end = new
+    new, took = timed_call()
+    assert new == end and 0.1 <= took < 1, took  # data was read: short waits again

@@ -61,10 +61,11 @@ DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
 # without data (the first call after the snapshot finds none)
 BACKLOG_VERSION, BACKLOG_COLUMN = "backlogVersion", "__dss_backlog"
 BACKLOG_HOLD = "backlogHold"
-# DeltaStreamReader.latestOffset: how long to wait for a commit, a file that ends the wait,
-# whether the query has a watermark
-AWAIT_COMMIT_MS, AWAIT_STOP_FILE = "awaitCommitMs", "awaitStopFile"
-AWAIT_WATERMARK = "awaitWatermark"
+# DeltaStreamReader.latestOffset: how long to wait for a commit, how long once IDLE_AFTER
+# calls in a row found nothing new, a file that ends the wait, whether the query has a watermark
+AWAIT_COMMIT_MS, AWAIT_IDLE_MS = "awaitCommitMs", "awaitIdleMs"
+AWAIT_STOP_FILE, AWAIT_WATERMARK = "awaitStopFile", "awaitWatermark"
+IDLE_AFTER = 5
 CHANGE_TYPE = "_change_type"  # the change column of Delta's change data files
 
 
@@ -227,6 +228,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: int | None = None  # version frozen by prepareForTriggerAvailableNow
         self._held = False  # a backlog split's second batch has been held without data
         self._read: bool | None = None  # the last latestOffset found data (None: not called)
+        self._idle = 0  # latestOffset calls in a row that found nothing new
 
     def initialOffset(self):
         return starting_position(self.path, self.options).offset(self.label)
@@ -245,9 +247,11 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         sources cannot return Spark's composite limit. With option `awaitCommitMs` (a
         processing-time query of one stream: runtime/streaming.py), when there is nothing new
         it waits up to that long for the source's next commit and reads it as soon as it
-        lands, instead of at the next trigger; not when `_may_wait` says not, nor once a file
-        is at option `awaitStopFile` (the runner stops the query: Spark cannot interrupt this
-        call)."""
+        lands, instead of at the next trigger; up to option `awaitIdleMs` once IDLE_AFTER calls
+        in a row found nothing (an idle query then costs a trigger per that time, not per
+        interval; Spark starts the next trigger at once when one overruns its interval); not
+        when `_may_wait` says not, nor once a file is at option `awaitStopFile` (the runner
+        stops the query: Spark cannot interrupt this call)."""
         begin = Position.parse(start)
         hold = BACKLOG_VERSION in self.options and self.options.get(BACKLOG_HOLD) == "true"
         if hold and not self._held and begin == Position(int(self.options[BACKLOG_VERSION])):
@@ -256,6 +260,8 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._target if self._target is not None else self.log.latest()
         end = self._advance(begin, latest, limit)
         wait = self.options.get(AWAIT_COMMIT_MS) if self._target is None else None
+        if wait is not None and self._idle >= IDLE_AFTER:
+            wait = self.options.get(AWAIT_IDLE_MS, wait)
         if end == begin and wait is not None and self._may_wait():
             until, after = time.monotonic() + int(wait) / 1000, latest
             stop = self.options.get(AWAIT_STOP_FILE)
@@ -264,6 +270,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 after = max(after + 1, latest)  # not read yet, or nothing new: the next
                 end = self._advance(begin, latest, limit)
         self._read = end != begin
+        self._idle = 0 if self._read else self._idle + 1
         return start if end == begin else end.offset(self.label)
 
     def _may_wait(self) -> bool:
