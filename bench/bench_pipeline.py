@@ -16,6 +16,10 @@ an upsert_table over that). Measured, in this order:
            nothing to read; for each, the time from the source's Delta commit to the commit
            of each model reading it that consumed it (p50, p99), and to the chain's last
            model (end to end, through its two upstreams).
+  failure: one of the models is a filter over source 0 whose `assert_true` fails on a
+           negative price. `--appends` more appends, the first with such a row: that model
+           fails, is restarted with backoff and fails again, while the other readers of
+           source 0 go on; their commits per second and latency, against the phase before.
 
 The baseline, measured in the same run: `--baseline` models (default 2) each with a runner of
 its own (`pipeline: false`, the mode before shared runners), whose memory per model is printed
@@ -78,6 +82,9 @@ WINDOWS = [  # (name, model SQL over source {src}); each source gets these in tu
         "WHERE price < 50 GROUP BY window_start, window_end",
     ),
 ]
+GUARD = (  # the model that fails in the failure phase
+    "SELECT ts, item, price FROM {src} WHERE assert_true(price >= 0, 'a negative price') IS NULL"
+)
 CHAIN = {
     "chain_a": "SELECT window_start, window_end, item, SUM(price) AS total, COUNT(*) AS n FROM "
     "TABLE(TUMBLE(TABLE {src}, DESCRIPTOR(ts), INTERVAL '1' MINUTES)) "
@@ -111,6 +118,12 @@ def model_files(models: int, sources: int, own_runner: bool) -> dict[str, str]:
             extra,
             sql.replace("{src}", source_ref(0)),
         )
+    if len(out) < models:
+        out["guard_0"] = "{{ config(materialized='streaming_view', %s%s) }}\n%s\n" % (
+            TRIGGER,
+            extra,
+            GUARD.replace("{src}", source_ref(0)),
+        )
     k = 0
     while len(out) < models:
         i = k % sources
@@ -143,16 +156,19 @@ def write_project(root: str, models: dict[str, str], sources: int) -> None:
             fh.write(text)
 
 
-def events(seed: int, second: int) -> pa.Table:
+def events(seed: int, second: int, bad: bool = False) -> pa.Table:
     """ROWS events of the minute before `second` (seconds after BASE), out of order, DOUBLE
-    prices with two decimals, 20 items."""
+    prices with two decimals, 20 items; `bad`: one price negative."""
     rng = np.random.default_rng(seed)
     ts = (BASE + second - rng.integers(0, 60, ROWS)) * 1_000_000
+    price = np.round(rng.uniform(0.01, 100, ROWS), 2)
+    if bad:
+        price[0] = -1.0
     return pa.table(
         {
             "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
             "item": pa.array([f"i{j}" for j in rng.integers(0, 20, ROWS)]),
-            "price": pa.array(np.round(rng.uniform(0.01, 100, ROWS), 2)),
+            "price": pa.array(price),
         }
     )
 
@@ -299,32 +315,45 @@ def measure(root: str, models: dict[str, str], sources: int, appends: int, idle:
     procs = tree(pids)
     cpu0 = {pid: cpu_s(pid) for pid in procs}
     time.sleep(idle)
-    figures["idle"] = by_kind(procs, lambda pid: (cpu_s(pid) - cpu0[pid]) / idle)
+    # a process gone meanwhile (a Python worker) counts 0, not minus what it had used
+    figures["idle"] = by_kind(procs, lambda pid: max(0.0, cpu_s(pid) - cpu0[pid]) / idle)
     if appends:
-        figures |= appending(root, models, sources, appends)
+        figures["healthy"] = appending(root, models, 1, appends)
         figures["pss_after_mb"] = sum(by_kind(tree(pids), pss_mb).values())
+        if "guard_0" in models:
+            figures["failing"] = appending(root, models, 1 + appends, appends, bad=True)
     stop_all(root)
     return figures
 
 
-def appending(root: str, models: dict[str, str], sources: int, appends: int) -> dict:
-    """Append to source 0 once a second; latencies of its readers and the chain's end."""
+def appending(root: str, models: dict[str, str], first: int, appends: int, bad=False) -> dict:
+    """Append to source 0 once a second (versions `first`, ...; with `bad` the first append
+    holds a negative price); latencies of its readers but the guard, their commits per second
+    over the appends, the guard's commits, and (not `bad`) the chain's end to end latencies."""
     began = time.time()
-    for k in range(appends):
-        time.sleep(max(0.0, began + k + 1 - time.time()))
-        write_deltalake(source_path(root, 0), events(1000 + k, 60 * (k + 1)), mode="append")
+    for k in range(first, first + appends):
+        time.sleep(max(0.0, began + k - first + 1 - time.time()))
+        rows = events(1000 + k, 60 * k, bad=bad and k == first)
+        write_deltalake(source_path(root, 0), rows, mode="append")
     time.sleep(15)  # let the last appends through the chain
     src = source_commit_times(source_path(root, 0))
+    versions = range(first, first + appends)
+    span = src[versions[-1]] - src[first] + 1
     readers = [n for n in models if n.startswith("chain_a") or n.split("_")[1] == "0"]
-    lat = []
+    lat, count, guard = [], 0, []
     for name in readers:
         commits = commit_times(table(root, name))
-        for v in range(1, appends + 1):
+        if name == "guard_0":
+            guard = [m for _, m in commits if consumed(m, "events_0") >= first]
+            continue
+        count += sum(1 for t, _ in commits if src[first] <= t <= src[versions[-1]] + 1)
+        for v in versions:
             t = first_consuming(commits, "events_0", v)
             if t is not None:
                 lat.append(t - src[v])
-    out: dict = {"append_to_commit": lat}
-    if {"chain_a", "chain_b", "chain_c"} <= set(models):
+    out: dict = {"append_to_commit": lat, "commits_per_s": count / span}
+    out["guard_commits"] = len(guard)
+    if not bad and {"chain_a", "chain_b", "chain_c"} <= set(models):
         a, b, c = (commit_times(table(root, n)) for n in ("chain_a", "chain_b", "chain_c"))
         a_ver = {m["version"]: consumed(m, "events_0") for _, m in a}
         b_ver = {m["version"]: m["sources"].get("bench.chain_a", -1) for _, m in b}
@@ -343,7 +372,7 @@ def appending(root: str, models: dict[str, str], sources: int, appends: int) -> 
 
         out["chain"] = [
             t - src[v]
-            for v in range(1, appends + 1)
+            for v in versions
             if (t := next((t for t, m in c if reached(m) >= v), None)) is not None
         ]
     return out
@@ -398,17 +427,26 @@ def main() -> None:
             f"{sum(shared['pss'].values()) / (own_per_model * args.models):.2f}"
         )
     if args.appends:
-        lat = shared["append_to_commit"]
-        print(
-            f"append -> commit, models reading the appended source ({len(lat)} commits): "
-            f"p50 {pct(lat, 0.5):.2f} s, p99 {pct(lat, 0.99):.2f} s, max {max(lat):.2f} s"
-        )
-        if shared.get("chain"):
-            chain = shared["chain"]
+        for phase in ("healthy", "failing"):
+            if phase not in shared:
+                continue
+            r = shared[phase]
+            lat = r["append_to_commit"]
             print(
-                f"append -> the 3-model chain's last commit ({len(chain)} appends): p50 "
-                f"{statistics.median(chain):.2f} s, p99 {pct(chain, 0.99):.2f} s"
+                f"{phase}: append -> commit, models reading the appended source but guard_0 "
+                f"({len(lat)} commits): p50 {pct(lat, 0.5):.2f} s, p99 {pct(lat, 0.99):.2f} s, "
+                f"max {max(lat):.2f} s; {r['commits_per_s']:.2f} commits/s; guard_0 committed "
+                f"{r['guard_commits']} times"
             )
+            if r.get("chain"):
+                chain = r["chain"]
+                print(
+                    f"append -> the 3-model chain's last commit ({len(chain)} appends): p50 "
+                    f"{statistics.median(chain):.2f} s, p99 {pct(chain, 0.99):.2f} s"
+                )
+        if "failing" in shared:
+            ratio = shared["failing"]["commits_per_s"] / shared["healthy"]["commits_per_s"]
+            print(f"the others' commit rate with guard_0 failing / before: {ratio:.2f}")
         print(f"PSS after the appends: {shared['pss_after_mb']:.0f} MB")
 
 
