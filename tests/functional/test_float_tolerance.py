@@ -105,12 +105,13 @@ class TestDoublesSummedAcrossBatches:
         source = table_path(project, "bids")
         rng = random.Random(39)
         start = ts("2024-03-01 10:00:00")
-        for _ in range(4):
+        for n in range(4):
             for _ in range(3):  # three appends a run: several batches where files are limited
                 write_deltalake(source, bids(rng, start, 60), mode="append")
                 start += timedelta(minutes=5)
             run_dbt(["run"])
-            _, out = run_dbt_and_capture(["--debug", "test"])
+            if n % 2:  # tests after the second and the last run
+                _, out = run_dbt_and_capture(["--debug", "test"])
         # the last run's tests passed, and some only within the tolerance: the defect's case
         assert "equal within the float tolerance" in out, out[-3000:]
 
