@@ -85,7 +85,7 @@ def home(control: str, pipeline: str) -> str:
 
 def status(control: str, pipeline: str) -> Optional[dict]:
     """The status of runner `pipeline` with ``alive`` (None if it never ran)."""
-    return runner.read_status(os.path.join(home(control, pipeline), "status.json"))
+    return runner.read_status(os.path.join(home(control, pipeline), runner.STATUS))
 
 
 def inbox(control: str, pipeline: str) -> str:
@@ -104,12 +104,12 @@ def hand(
     runner (with `session`) if none runs, and wait until the model's query has finished its
     first trigger. Returns the model's status; raises its error if it fails before that."""
     model_home = runner.model_home(control, name)
-    for stale in ("stop", "status.json"):
+    for stale in (runner.STOP, runner.STATUS):
         if os.path.exists(os.path.join(model_home, stale)):
             os.remove(os.path.join(model_home, stale))
     fault_point("runner_start", -1)
     request = uuid.uuid4().hex
-    runner.write_json(os.path.join(model_home, "spec.json"), {**spec, "request": request})
+    runner.write_json(os.path.join(model_home, runner.SPEC), {**spec, "request": request})
     os.makedirs(inbox(control, pipeline), exist_ok=True)
     asked = os.path.join(inbox(control, pipeline), f"{name}.json")
     runner.write_json(asked, {"model": name, "request": request})
@@ -161,7 +161,7 @@ def _start(control: str, pipeline: str, session: dict) -> bool:
         if host and host["alive"]:
             return False
         directory = home(control, pipeline)
-        runner.write_json(os.path.join(directory, "spec.json"), session)
+        runner.write_json(os.path.join(directory, runner.SPEC), session)
         # Through a short-lived intermediate process, so the runner is not our child (it must
         # outlive dbt, and must not linger as our zombie if it dies first).
         subprocess.run(
@@ -183,7 +183,7 @@ def warn_if_settings_differ(control: str, pipeline: str, session: dict) -> None:
     if not (host and host["alive"]):
         return
     try:
-        running = runner.read_json(os.path.join(home(control, pipeline), "spec.json"))
+        running = runner.read_json(os.path.join(home(control, pipeline), runner.SPEC))
     except (OSError, ValueError):
         return
     if (running.get("master"), running.get("conf")) != (session["master"], session["conf"]):

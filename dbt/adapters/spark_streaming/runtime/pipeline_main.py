@@ -63,7 +63,7 @@ class Host:
     def __init__(self, directory: str):
         self.directory = directory
         self.pipeline = os.path.basename(directory)
-        self.spec = runner.read_json(os.path.join(directory, "spec.json"))
+        self.spec = runner.read_json(os.path.join(directory, runner.SPEC))
         self.control = self.spec["control"]
         self.threads: dict[str, threading.Thread] = {}
         self.monitors: dict[str, runner.Monitor] = {}
@@ -83,7 +83,7 @@ class Host:
     def save(self, state: str) -> None:
         models = sorted(n for n, t in self.threads.items() if t.is_alive())
         self.st.update(state=state, models=models, heartbeat=time.strftime("%Y-%m-%d %H:%M:%S"))
-        runner.write_json(os.path.join(self.directory, "status.json"), self.st)
+        runner.write_json(os.path.join(self.directory, runner.STATUS), self.st)
 
     def start_session(self) -> None:
         from .catalog import Catalog
@@ -117,7 +117,7 @@ class Host:
         thread = self.threads.get(name)
         if thread is not None and thread.is_alive():
             return
-        spec = runner.read_json(os.path.join(runner.model_home(self.control, name), "spec.json"))
+        spec = runner.read_json(os.path.join(runner.model_home(self.control, name), runner.SPEC))
         self.taken.add(spec["request"])
         thread = threading.Thread(
             target=self.host, args=(name, spec, path), name=f"model {name}", daemon=True

@@ -43,6 +43,9 @@ from .lifecycle import alive
 DEFAULT_INTERVAL = "10 seconds"
 TERMINAL = ("stopped", "failed")
 POLL = 0.5  # seconds between a runner's looks for a model's stop request
+# the control files of a model's (and a shared runner's) directory: what to run, its status,
+# a stop request
+SPEC, STATUS, STOP = "spec.json", "status.json", "stop"
 PROGRESS_EVERY = 4  # polls between asking a running query for its progress
 
 
@@ -117,7 +120,7 @@ def read_status(path: str) -> Optional[dict]:
 
 def status(root: str, name: str) -> Optional[dict]:
     """The status of continuous model `name` in its runner, or None if it never had one."""
-    return read_status(os.path.join(layout.runner_path(root, name), "status.json"))
+    return read_status(os.path.join(layout.runner_path(root, name), STATUS))
 
 
 def error_text(st: dict) -> Optional[str]:
@@ -166,7 +169,7 @@ def stop_many(root: str, names: list[str], timeout: float = 120.0) -> list[dict]
     sts = {n: status(root, n) for n in names}
     live = [n for n, st in sts.items() if st and st["alive"]]
     for n in live:
-        open(os.path.join(model_home(root, n), "stop"), "w").close()  # Monitor.stop_file
+        open(os.path.join(model_home(root, n), STOP), "w").close()  # Monitor.stop_file
     deadline = time.time() + timeout
     while live and time.time() < deadline:
         time.sleep(0.25)
@@ -278,7 +281,7 @@ class Monitor:
 
     def __init__(self, home: str, base: dict):
         self.home = home
-        self.stop_file = os.path.join(home, "stop")  # a stop request (runner.stop)
+        self.stop_file = os.path.join(home, STOP)  # a stop request (runner.stop)
         self.st = {
             **base,
             "state": "starting",
@@ -297,7 +300,7 @@ class Monitor:
 
     def save(self, **changes: Any) -> None:
         self.st.update(changes, heartbeat=time.strftime("%Y-%m-%d %H:%M:%S"))
-        write_json(os.path.join(self.home, "status.json"), self.st)
+        write_json(os.path.join(self.home, STATUS), self.st)
 
     def batch(self, batch_id: int, rows_written: int, watermark: Optional[str]) -> None:
         print(

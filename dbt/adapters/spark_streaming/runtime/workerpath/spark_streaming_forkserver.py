@@ -175,7 +175,7 @@ def serve(path: str, preload: Sequence[str] = ()) -> None:
     loads later, e.g. deltalake: their pages are then shared by every child instead of loaded
     and relocated in each), then freezes the garbage collector's view of what it has (a
     collection in a child would otherwise write to, and so copy, every page holding an object):
-    ~30 MB less per child, measured in bench/README."""
+    ~9 MB less per child (bench/README "Continuous models sharing a runner")."""
     import gc
     import importlib
     import selectors
