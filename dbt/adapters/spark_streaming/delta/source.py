@@ -227,8 +227,8 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.log = Log(path, skip_change_commits(options), read_change_feed(options))
         self._target: int | None = None  # version frozen by prepareForTriggerAvailableNow
         self._held = False  # a backlog split's second batch has been held without data
-        self._read: bool | None = None  # the last latestOffset found data (None: not called)
-        self._idle = 0  # latestOffset calls in a row that found nothing new
+        self._idle: int | None = None  # latestOffset calls in a row that found nothing new
+        # (0: the last one found data; None: none yet)
 
     def initialOffset(self):
         return starting_position(self.path, self.options).offset(self.label)
@@ -260,7 +260,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._target if self._target is not None else self.log.latest()
         end = self._advance(begin, latest, limit)
         wait = self.options.get(AWAIT_COMMIT_MS) if self._target is None else None
-        if wait is not None and self._idle >= IDLE_AFTER:
+        if wait is not None and (self._idle or 0) >= IDLE_AFTER:
             wait = self.options.get(AWAIT_IDLE_MS, wait)
         if end == begin and wait is not None and self._may_wait():
             until, after = time.monotonic() + int(wait) / 1000, latest
@@ -269,8 +269,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 latest = self.log.latest()
                 after = max(after + 1, latest)  # not read yet, or nothing new: the next
                 end = self._advance(begin, latest, limit)
-        self._read = end != begin
-        self._idle = 0 if self._read else self._idle + 1
+        self._idle = 0 if end != begin else (self._idle or 0) + 1
         return start if end == begin else end.offset(self.label)
 
     def _may_wait(self) -> bool:
@@ -279,9 +278,9 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         that read data: Spark may have to run a batch without data there, to apply the
         watermark the last batch moved (emitting the windows it closed), and asks the sources
         first."""
-        if self._read is None:
+        if self._idle is None:
             return False
-        return not (self._read and self.options.get(AWAIT_WATERMARK) == "true")
+        return not (self._idle == 0 and self.options.get(AWAIT_WATERMARK) == "true")
 
     def _advance(self, begin: Position, latest: int, limit) -> Position:
         """The end of a batch from `begin` with the source at version `latest`."""
