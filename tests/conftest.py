@@ -3,16 +3,31 @@ import sys
 
 import pytest
 
+from dbt.adapters.spark_streaming.runtime import session
+
 # Spark's Python workers must run this interpreter (it has pyarrow, deltalake, this package).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # Most JVMs of the tests live for one short command (a `dbt run` in a subprocess, a continuous
 # model's runner): C1 only and the serial GC spend less CPU on compiling and collecting there
-# (test_exactly_once.py 113 -> 97 s, the kill harness 152 -> 117 s in CI). Every JVM started
-# from the tests inherits it, the in-process session's too, where the heaviest tests took
-# 20-25% longer in CI (TestUpsertShapes 78 -> 96 s): the suite as a whole about even (49.1 ->
-# 48.5 min). To do: give it to the subprocesses only. It changes no result
-# (tests/scaleout/projects.py gives the same to the cluster's driver and executors).
+# (test_exactly_once.py 113 -> 97 s, the kill harness 152 -> 117 s in CI; a cluster test's
+# `dbt run`, driver and executors, 120 -> 52 CPU-s). Every JVM started from the tests inherits
+# it (the scale-out tests' cluster daemons and executors too) but the in-process session's, which
+# runs the heaviest tests for the whole test session (they took 20-25% longer with it in CI:
+# TestUpsertShapes 78 -> 96 s). It changes no result.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+_get_spark = session.get_spark
+
+
+def _get_spark_with_the_jvm_defaults(*args, **kwargs):
+    options = os.environ.pop("JAVA_TOOL_OPTIONS", None)
+    try:
+        return _get_spark(*args, **kwargs)
+    finally:
+        if options is not None:
+            os.environ["JAVA_TOOL_OPTIONS"] = options
+
+
+session.get_spark = _get_spark_with_the_jvm_defaults  # its callers import it when they call it
 
 pytest_plugins = ["dbt.tests.fixtures.project"]
 

@@ -37,22 +37,12 @@ DEMO = [
 DEMO_WRITES = [step for step in DEMO if step[:2] != ["dbt", "test"]]
 
 
-# The JVMs of these tests live for one dbt command over a few rows: most of their CPU goes to
-# the JIT's optimising compiler and parallel GC threads. C1 only and the serial GC halve the
-# CPU of a `dbt run` here (measured 120 -> 52 CPU-s for driver and executors); they change no
-# result. Both flows, local and cluster, get them.
-JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-FAST_JVMS = {
-    "spark.driver.extraJavaOptions": JAVA_OPTIONS,
-    "spark.executor.extraJavaOptions": JAVA_OPTIONS,
-}
-
-
 def write_profile(
     project: Path, name: str, master: str, warehouse: Path | str, conf: dict, **keys
 ) -> None:
-    """profiles.yml (JSON is YAML) of a `session` profile on `master`, with FAST_JVMS; `keys`
-    are more profile keys (checkpoint_root, storage_options)."""
+    """profiles.yml (JSON is YAML) of a `session` profile on `master`; `keys` are more profile
+    keys (checkpoint_root, storage_options). Its JVMs (driver, executors) get the tests' light
+    JVM options from the environment (tests/conftest.py)."""
     target = {
         "type": "spark_streaming",
         "method": "session",
@@ -60,7 +50,7 @@ def write_profile(
         "schema": "analytics",
         "warehouse_path": str(warehouse),
         "threads": 1,
-        "server_side_parameters": {**FAST_JVMS, **conf},
+        "server_side_parameters": conf,
         **keys,
     }
     profile = {name: {"target": "t", "outputs": {"t": target}}}
