@@ -1,4 +1,4 @@
-"""Benchmark: what continuous models cost when they share a runner (runtime/pipeline.py).
+"""Benchmark: what continuous models cost when they share a runner (runtime/continuous/pipeline.py).
 
 A project of `--models` continuous models (default 20, 1-second triggers) over `--sources`
 Delta sources (default 4): per source, window aggregates (TUMBLE 1 and 5 minutes per item, HOP,
@@ -234,7 +234,7 @@ def kind(pid: int) -> str:
             argv = fh.read().decode(errors="replace")
     except OSError:
         return "gone"
-    if "pipeline_main" in argv:
+    if "continuous.host" in argv:
         return "runner"
     if "java" in argv.split("\0")[0]:
         return "jvm"

@@ -10,7 +10,7 @@ import time
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
-from dbt.adapters.spark_streaming.runtime import runner
+from dbt.adapters.spark_streaming.runtime.continuous import runner
 
 from . import test_lifecycle as lifecycle
 from .helpers import append_bids, commits, rows, table_path, ts

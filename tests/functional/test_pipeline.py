@@ -1,5 +1,5 @@
 """Continuous models share a runner: one process, one SparkSession, a query per model
-(runtime/pipeline.py). `dbt run` hands each model to the runner of its `pipeline` (default:
+(runtime/continuous/). `dbt run` hands each model to the runner of its `pipeline` (default:
 one); a changed model is restarted there without touching the others; a model whose query
 fails is restarted with backoff, then given up, while the others keep committing; stopping
 one model leaves the others running, and stopping the last ends the runner. Rows are checked
@@ -12,7 +12,7 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 from deltalake import DeltaTable
 
-from dbt.adapters.spark_streaming.runtime import pipeline, runner
+from dbt.adapters.spark_streaming.runtime.continuous import pipeline, runner
 from dbt.adapters.spark_streaming.runtime.lifecycle import alive
 
 from . import test_continuous as continuous

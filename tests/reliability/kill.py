@@ -3,7 +3,7 @@
 One dbt project (tests/functional/test_exactly_once.py's, one Delta source `feed.events`) with
 six models: `per_item`, a `streaming_view` window aggregate; `per_bucket`, an `upsert_table`
 (a GROUP BY without windows; its changelog too); and four continuous models sharing one runner
-process (runtime/pipeline.py): `per_item_live` and `per_item_live_3s`, the window aggregate
+process (runtime/continuous/): `per_item_live` and `per_item_live_3s`, the window aggregate
 every 2 and 3 seconds, `per_bucket_live` and `per_bucket_live_3s`, the upsert table likewise.
 
 Each round appends a Delta version to the source, starts `dbt run` in a process group of its
@@ -33,7 +33,7 @@ import pandas as pd
 from deltalake import DeltaTable, write_deltalake
 
 from dbt.adapters.spark_streaming.faults import ENV, PAUSE_ENV
-from dbt.adapters.spark_streaming.runtime import pipeline
+from dbt.adapters.spark_streaming.runtime.continuous import pipeline
 from tests.functional.helpers import commits
 from tests.functional.test_exactly_once import DBT, MODEL, events, oracle, write_project
 from tests.functional.test_upsert_table import changelog, replay

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from deltalake import write_deltalake
 
-from dbt.adapters.spark_streaming.runtime import runner
+from dbt.adapters.spark_streaming.runtime.continuous import runner
 
 from .kill import (
     Figures,

@@ -23,7 +23,7 @@ from pyarrow import fs
 
 from dbt.adapters.spark_streaming.delta import storage
 from dbt.adapters.spark_streaming.faults import EXIT_CODE
-from dbt.adapters.spark_streaming.runtime import runner
+from dbt.adapters.spark_streaming.runtime.continuous import runner
 
 from .projects import (
     DEMO,

@@ -1,9 +1,10 @@
-"""The trigger / continuous config of continuous mode (runtime/runner.py), without Spark."""
+"""The trigger / continuous config of continuous mode (runtime/continuous/runner.py), without
+Spark."""
 
 import pytest
 
 from dbt.adapters.spark_streaming.errors import StreamingError
-from dbt.adapters.spark_streaming.runtime.runner import processing_time, status_table
+from dbt.adapters.spark_streaming.runtime.continuous.runner import processing_time, status_table
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ and, in a `--full-refresh` (runtime/lifecycle.py; no batch id):
                        checkpoint_root: the table's swap commit made, the new checkpoint
                        not yet moved in)
 
-and, in a `dbt run` of a continuous model (runtime/runner.py; no batch id):
+and, in a `dbt run` of a continuous model (runtime/continuous/runner.py; no batch id):
 
   runner_start         the model's lock held, its runner not yet started
 

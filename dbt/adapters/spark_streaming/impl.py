@@ -168,9 +168,9 @@ class SparkStreamingAdapter(SparkAdapter):
 
     @available.parse_none
     def stream_status(self) -> dict:
-        """Every streaming model's state (runtime/runner.py): {'rows': [...], 'text': table,
-        'json': the rows as JSON}."""
-        from .runtime.runner import status_json, status_table, stream_status
+        """Every streaming model's state (runtime/continuous/runner.py): {'rows': [...], 'text':
+        table, 'json': the rows as JSON}."""
+        from .runtime.continuous.runner import status_json, status_table, stream_status
 
         rows = stream_status(self._session()[1])
         return {"rows": rows, "text": status_table(rows), "json": status_json(rows)}
@@ -178,7 +178,7 @@ class SparkStreamingAdapter(SparkAdapter):
     @available.parse_none
     def stream_stop(self, model: str | None = None) -> list:
         """Stop the runner of `model` (identifier or schema.identifier), or every runner."""
-        from .runtime.runner import stop_runners
+        from .runtime.continuous.runner import stop_runners
 
         return stop_runners(self._session()[1].control, model)
 

@@ -4,8 +4,8 @@ as dbt catalog stats (``stats:<id>:label|value|description|include`` keys of eac
 row, which dbt-core's catalog turns into the table's stats).
 
 Read from the table's last commit and its recorded query (runtime/model.py), and its
-runner's status (runtime/runner.py); the query is compiled again for its kind. Nothing here
-fails `docs generate`: a figure it cannot read is left out."""
+runner's status (runtime/continuous/runner.py); the query is compiled again for its kind.
+Nothing here fails `docs generate`: a figure it cannot read is left out."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Optional
 
 from ..delta.sink import last_metadata
 from ..delta.storage import is_delta
-from . import runner
 from .catalog import Catalog
+from .continuous import runner
 from .model import compile_model, recorded_model, recorded_query
 
 STREAMING = ("streaming_view", "upsert_table")

@@ -27,8 +27,8 @@ from ..delta.upsert import UpsertCommitter, create_changelog
 from . import partials as state
 from . import upsert
 from .checkpoint import query_app_id
+from .continuous.runner import Monitor
 from .model import Places, StreamingModel
-from .runner import Monitor
 
 logger = AdapterLogger("SparkStreaming")
 

@@ -3,7 +3,7 @@ Structured Streaming query that maintains its Delta table, and report what happe
 
 `run_streaming_model` decides where the query runs: here until it has caught up (trigger
 available_now), or in a runner process that keeps it running (a processing-time trigger:
-runtime/runner.py). `_run` runs it, in steps: recover and prepare its places (model.py), check
+runtime/continuous/). `_run` runs it, in steps: recover and prepare its places (model.py), check
 its sources and state, bind its inputs and plan the DataFrame, start the query with its sink
 (sink.py, which commits each micro-batch), then finish: swap in a full refresh, rebind the
 table, summarise and log (report.py).
@@ -42,16 +42,15 @@ from . import (
     backlog,
     failures,
     lifecycle,
-    pipeline,
     preflight,
     progress,
     report,
-    runner,
     upsert,
 )
 from .catalog import Catalog, registered_locations
 from .changes import check_query_change
 from .checkpoint import caught_up, plan_no_data_batch
+from .continuous import pipeline, runner
 from .equivalence import late_rows
 from .inputs import classify
 from .model import Places, StreamingModel, compile_model, record_query
@@ -70,7 +69,7 @@ def run_streaming_model(
     inputs: Optional[list] = None,
 ) -> StreamingAdapterResponse:
     """Bring `model`'s Delta table up to date with its sources (available-now trigger), or, for a
-    continuous model, make sure its runner runs it (runtime/pipeline.py). Inside a runner
+    continuous model, make sure its runner runs it (runtime/continuous/pipeline.py). Inside a runner
     (`monitor`), run the query with its processing-time trigger until stopped. `inputs`: what
     the dbt graph says of the relations it reads, its tables joined as `dimensions`
     (runtime/inputs.py)."""

@@ -1,5 +1,5 @@
 {#-
-  Continuous models (runtime/runner.py):
+  Continuous models (runtime/continuous/runner.py):
     dbt run-operation stream_status                          every streaming model's state
     dbt run-operation stream_status --args '{format: json}'  the same as one line of JSON
     dbt run-operation stream_stop --args '{model: name}'     stop one model's runner

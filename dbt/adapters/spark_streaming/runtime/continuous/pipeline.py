@@ -8,9 +8,9 @@ applications); `pipeline: false` gives a model a runner of its own, named after 
 
 `dbt run` hands a continuous model to its runner (`hand`): it writes the model's spec and a
 request into the runner's inbox, starts the runner if none runs, and waits until the model's
-query has finished its first trigger. The runner process itself is runtime/pipeline_main.py;
-what a model does there is in its status (runtime/runner.py). The files of runner `<pipeline>`
-are in ``<control>/.dbt_streaming/pipelines/<pipeline>/``:
+query has finished its first trigger. The runner process itself is host.py; what a model does
+there is in its status (runner.py). The files of runner `<pipeline>` are in
+``<control>/.dbt_streaming/pipelines/<pipeline>/``:
 
 - ``spec.json``: its session (Spark master and settings, warehouse, checkpoint root), as the
   `dbt run` that started it had them;
@@ -35,16 +35,16 @@ from typing import Any, Callable, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 
-from .. import layout
-from ..errors import StreamingError, config_error
-from ..faults import fault_point
+from ... import layout
+from ...errors import StreamingError, config_error
+from ...faults import fault_point
 from . import runner
 
 logger = AdapterLogger("SparkStreaming")
 
 DEFAULT = "default"
 MAX_RESTARTS = 5  # restarts of a failed query (config max_restarts), after 2, 4, 8, ... s
-MODULE = "dbt.adapters.spark_streaming.runtime.pipeline_main"  # the runner process (python -m)
+MODULE = "dbt.adapters.spark_streaming.runtime.continuous.host"  # the runner process (python -m)
 START_TIMEOUT = 120  # seconds a runner has to take a model handed to it
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 _starting = threading.Lock()  # dbt runs models in threads: one of them starts a runner

@@ -1,11 +1,11 @@
 """Continuous mode: a model's streaming query kept running in a runner, a long-lived process.
 
 `trigger: {processing_time: '10 seconds'}` (or `continuous: true`, every 10 seconds) makes
-`dbt run` hand the model to a runner (runtime/pipeline.py: by default one per warehouse,
+`dbt run` hand the model to a runner (pipeline.py: by default one per warehouse,
 hosting every continuous model's query in one SparkSession) that outlives `dbt run`. `dbt run`
 returns once the query has started and finished its first trigger (so the table has caught up
 with the sources as they were). This module is what a model's runs in a runner leave and
-what dbt reads of them; the runner process itself is runtime/pipeline_main.py.
+what dbt reads of them; the runner process itself is host.py.
 
 Each continuous model keeps its files in ``<root>/.dbt_streaming/runners/<schema>.<identifier>/``,
 where ``<root>`` is the warehouse's control root (the profile's `checkpoint_root`, else the
@@ -35,10 +35,10 @@ import time
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from .. import layout
-from ..errors import StreamingError, config_error
-from ..sql.intervals import parse_duration
-from .lifecycle import alive
+from ... import layout
+from ...errors import StreamingError, config_error
+from ...sql.intervals import parse_duration
+from ..lifecycle import alive
 
 DEFAULT_INTERVAL = "10 seconds"
 TERMINAL = ("stopped", "failed")
@@ -188,9 +188,9 @@ def stream_status(catalog) -> list[dict]:
     """One row per streaming model of the warehouse: its runner's state (or ``on dbt run``),
     last batch, input rows/s, watermark, lag behind its sources' latest versions, late rows
     (as Spark counts them, while the runner runs) and last error."""
-    from ..delta import storage
-    from ..delta.sink import last_metadata
-    from ..delta.source import latest_version
+    from ...delta import storage
+    from ...delta.sink import last_metadata
+    from ...delta.source import latest_version
 
     rows = []
     for schema, identifier, path in catalog.delta_tables():

@@ -1,5 +1,5 @@
-"""The runner process (runtime/pipeline.py has what `dbt run` shares with it):
-`python -m dbt.adapters.spark_streaming.runtime.pipeline_main <pipeline dir>` hosts the
+"""The runner process (pipeline.py has what `dbt run` shares with it):
+`python -m dbt.adapters.spark_streaming.runtime.continuous.host <pipeline dir>` hosts the
 continuous models handed to its pipeline, each model's query in a thread of its own, all in one
 SparkSession, until the last model stops.
 
@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any
 
-from ..errors import StreamingError
+from ...errors import StreamingError
 from . import runner
 from .pipeline import MODULE, max_restarts, restart_delay
 
@@ -86,8 +86,8 @@ class Host:
         runner.write_json(os.path.join(self.directory, runner.STATUS), self.st)
 
     def start_session(self) -> None:
-        from .catalog import Catalog
-        from .session import get_spark
+        from ..catalog import Catalog
+        from ..session import get_spark
 
         conf = {
             "spark.scheduler.mode": "FAIR",
@@ -128,9 +128,9 @@ class Host:
     def host(self, name: str, spec: dict, request: str) -> None:
         """Run model `name`'s query until it is stopped: restarted with backoff when it fails
         after its first trigger."""
-        from .catalog import register_location
-        from .model import StreamingModel
-        from .streaming import run_streaming_model
+        from ..catalog import register_location
+        from ..model import StreamingModel
+        from ..streaming import run_streaming_model
 
         for (schema, identifier), location in spec["locations"]:
             register_location(schema, identifier, location)
