@@ -24,6 +24,10 @@ DEFAULTS = {
     # store's load and commit), measured ~25% of a small batch's time at 4 partitions on 2 cores;
     # a query keeps the count it started with (Spark stores it in the checkpoint)
     "spark.sql.shuffle.partitions": str(min(os.cpu_count() or 2, 8)),
+    # Spark's cache of compiled generated code (100 classes by default) is shared by every query
+    # of the session: a runner's 20 queries outgrew it and compiled their code again at each
+    # micro-batch (10% of the JVM's CPU under appends, measured with JFR; bench/README)
+    "spark.sql.codegen.cache.maxEntries": "1000",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
