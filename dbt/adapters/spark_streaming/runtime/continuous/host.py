@@ -36,13 +36,18 @@ from .pipeline import MODULE, max_restarts, restart_delay
 
 LOCK_WAIT = 30  # seconds a new runner waits for an ending one's lock
 POLL = 0.25  # seconds between looks at the inbox
-# The runner's JVM lives as long as its models: G1 gives back heap it no longer needs (a
-# concurrent collection after 10 s without one, then the heap shrunk to <= 30% free) instead of
-# keeping what its busiest moment took (bench/README "Continuous models sharing a runner").
-# A profile's `server_side_parameters` may set spark.driver.extraJavaOptions instead.
+# The runner's JVM lives as long as its models: G1 gives back heap it no longer needs (the heap
+# shrunk to <= 30% free at the end of a concurrent collection) instead of keeping what its
+# busiest moment took (bench/README "Continuous models sharing a runner"). G1 starts one after
+# 10 s without any collection; a JVM busy with micro-batches collects its young objects all the
+# time and never gets there, so the runner asks for one (System.gc(), concurrent with these
+# options) once the models it took have started, and every COLLECT_EVERY seconds. A profile's
+# `server_side_parameters` may set spark.driver.extraJavaOptions instead (then it asks none).
 RUNNER_JAVA_OPTIONS = (
     "-XX:G1PeriodicGCInterval=10000 -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
+    " -XX:+ExplicitGCInvokesConcurrent"
 )
+COLLECT_EVERY = 60
 
 
 def _error(exc: BaseException) -> Any:
@@ -79,6 +84,7 @@ class Host:
         self.save("starting")
         self.spark: Any = None
         self.catalog: Any = None
+        self.collects = False  # the runner asks its JVM for concurrent collections
 
     def save(self, state: str) -> None:
         models = sorted(n for n, t in self.threads.items() if t.is_alive())
@@ -94,6 +100,7 @@ class Host:
             "spark.driver.extraJavaOptions": RUNNER_JAVA_OPTIONS,
             **(self.spec.get("conf") or {}),
         }
+        self.collects = conf["spark.driver.extraJavaOptions"] == RUNNER_JAVA_OPTIONS
         self.spark = get_spark(self.spec["master"], conf)
         self.catalog = Catalog(self.spark, self.spec["warehouse"], self.spec.get("checkpoint_root"))
 
@@ -195,13 +202,19 @@ class Host:
         """Take requests until no model runs and none waits."""
         self.start_session()
         self.save("running")
-        beat = time.time()
+        beat = collected = time.time()
+        starting = False  # models taken since the last collection, maybe not started yet
         while True:
             waiting = [] if self.stopping else self.requests()
             for name, path in waiting:
                 self.take(name, path)
             if not waiting and not any(t.is_alive() for t in self.threads.values()):
                 return
+            starting = starting or bool(waiting)
+            started = all(m.st["ready"] for m in self.monitors.values())
+            if self.collects and (starting and started or time.time() - collected > COLLECT_EVERY):
+                self.spark._jvm.System.gc()  # a concurrent collection (RUNNER_JAVA_OPTIONS)
+                collected, starting = time.time(), False
             if time.time() - beat > 10:
                 self.save("running")
                 beat = time.time()
