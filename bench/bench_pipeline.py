@@ -16,6 +16,10 @@ an upsert_table over that). Measured, in this order:
            nothing to read; for each, the time from the source's Delta commit to the commit
            of each model reading it that consumed it (p50, p99), and to the chain's last
            model (end to end, through its two upstreams).
+  CPU:     the CPU time of the runner's processes over the appends (and the 15 s after them
+           that let the last ones through the chain), as a share of one core,
+           by kind of process; with `--jfr FILE`, a JFR recording of the runner's JVM over
+           them (read it with `jfr print --events jdk.ExecutionSample FILE`);
   failure: one of the models is a filter over source 0 whose `assert_true` fails on a
            negative price. `--appends` more appends, the first with such a row: that model
            fails, is restarted with backoff and fails again, while the other readers of
@@ -28,7 +32,9 @@ this machine's memory, so they are not started).
 
 Run (from the repo root, with the project venv):
   .venv/bin/python bench/bench_pipeline.py [--models 20] [--sources 4] [--appends 30]
-      [--idle 30] [--baseline 2]
+      [--idle 30] [--baseline 2] [--conf spark.key=value ...] [--jfr FILE]
+`--conf` puts Spark settings in the profile's `server_side_parameters` (e.g. a default of the
+adapter's set back to Spark's, to measure what it does).
 Work files go to bench/work/pipeline/ (gitignored).
 """
 
@@ -138,7 +144,7 @@ def model_files(models: int, sources: int, own_runner: bool) -> dict[str, str]:
     return out
 
 
-def write_project(root: str, models: dict[str, str], sources: int) -> None:
+def write_project(root: str, models: dict[str, str], sources: int, conf: dict) -> None:
     project = os.path.join(root, "project")
     os.makedirs(os.path.join(project, "models"))
     files = {
@@ -147,6 +153,7 @@ def write_project(root: str, models: dict[str, str], sources: int) -> None:
             "b:\n  target: local\n  outputs:\n    local:\n      type: spark_streaming\n"
             "      method: session\n      schema: bench\n"
             f"      warehouse_path: {os.path.join(root, 'warehouse')}\n      threads: 2\n"
+            f"      server_side_parameters: {json.dumps(conf)}\n"
         ),
         "models/sources.yml": "version: 2\nsources:\n  - name: bench\n    schema: bench\n"
         "    tables: [" + ", ".join("{name: events_%d}" % i for i in range(sources)) + "]\n",
@@ -300,8 +307,9 @@ def stop_all(root: str) -> None:
     dbt(root, "run-operation", "stream_stop")
 
 
-def measure(root: str, models: dict[str, str], sources: int, appends: int, idle: float) -> dict:
-    write_project(root, models, sources)
+def measure(root: str, models: dict[str, str], sources: int, appends: int, idle: float,
+            conf: dict, jfr: str | None = None) -> dict:  # fmt: skip
+    write_project(root, models, sources, conf)
     for i in range(sources):
         write_deltalake(source_path(root, i), events(i, 0))
     free_before = _available_mb()  # the runners' cost as the machine sees it, beside the PSS
@@ -318,7 +326,19 @@ def measure(root: str, models: dict[str, str], sources: int, appends: int, idle:
     # a process gone meanwhile (a Python worker) counts 0, not minus what it had used
     figures["idle"] = by_kind(procs, lambda pid: max(0.0, cpu_s(pid) - cpu0[pid]) / idle)
     if appends:
+        procs = tree(pids)
+        cpu0 = {pid: cpu_s(pid) for pid in procs}
+        began = time.time()
+        if jfr:
+            jvm = next(pid for pid in procs if kind(pid) == "jvm")
+            jcmd = os.path.join(os.path.dirname(os.readlink(f"/proc/{jvm}/exe")), "jcmd")
+            subprocess.run(
+                [jcmd, str(jvm), "JFR.start", f"duration={appends}s", f"filename={jfr}",
+                 "settings=profile"], check=True, capture_output=True,
+            )  # fmt: skip
         figures["healthy"] = appending(root, models, 1, appends)
+        span = time.time() - began
+        figures["appends_cpu"] = by_kind(procs, lambda pid: max(0.0, cpu_s(pid) - cpu0[pid]) / span)
         figures["pss_after_mb"] = sum(by_kind(tree(pids), pss_mb).values())
         if "guard_0" in models:
             figures["failing"] = appending(root, models, 1 + appends, appends, bad=True)
@@ -390,16 +410,20 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=30)
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--baseline", type=int, default=2)
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--jfr", metavar="FILE", help="a JFR recording of the appends")
     args = parser.parse_args()
+    conf = dict(kv.split("=", 1) for kv in args.conf)
     shutil.rmtree(WORK, ignore_errors=True)
     results = {}
     if args.baseline:
         root = os.path.join(WORK, "own")
         models = model_files(args.baseline, args.sources, own_runner=True)
-        results["own"] = measure(root, models, args.sources, 0, args.idle)
+        results["own"] = measure(root, models, args.sources, 0, args.idle, conf)
     root = os.path.join(WORK, "shared")
     models = model_files(args.models, args.sources, own_runner=False)
-    results["shared"] = measure(root, models, args.sources, args.appends, args.idle)
+    jfr = args.jfr and os.path.abspath(args.jfr)
+    results["shared"] = measure(root, models, args.sources, args.appends, args.idle, conf, jfr)
 
     print(f"{'mode':<22}{'models':>7}{'runners':>8}{'start s':>9}{'PSS MB':>8}{'MB/model':>9}"
           f"{'avail. drop MB':>15}{'idle core':>10}")  # fmt: skip
@@ -447,7 +471,14 @@ def main() -> None:
         if "failing" in shared:
             ratio = shared["failing"]["commits_per_s"] / shared["healthy"]["commits_per_s"]
             print(f"the others' commit rate with guard_0 failing / before: {ratio:.2f}")
+        cpu = shared["appends_cpu"]
+        print(
+            f"CPU over the healthy appends: {sum(cpu.values()):.0%} of a core: "
+            + ", ".join(f"{k} {v:.0%}" for k, v in sorted(cpu.items()))
+        )
         print(f"PSS after the appends: {shared['pss_after_mb']:.0f} MB")
+        if args.jfr:
+            print(f"JFR recording: {args.jfr} (jfr print --events jdk.ExecutionSample {args.jfr})")
 
 
 if __name__ == "__main__":
