@@ -18,6 +18,7 @@ from dbt.adapters.spark_streaming.runtime.lifecycle import alive
 from . import test_continuous as continuous
 from .helpers import append_bids, equivalence_tests, rows, table_path, ts
 from .test_continuous import wait_for, window
+from .test_streaming_view import BIDS_CSV
 
 CONTINUOUS = "trigger={'processing_time': '1 second'}"
 W10 = f"""
@@ -195,6 +196,51 @@ class TestChainFreshness(continuous.Base):
         print(f"stream_stop of the three: {stopped:.1f} s")
         assert stopped < 12, stopped
         assert [r.status for r in run_dbt(["test"])] == ["pass"] * len(CHAIN)
+
+
+# a join of two streams, asks (the left one, which Spark asks first) and bids
+ASKS_CSV = "asktime,ask,item\n2020-04-15 08:29:30,3.5,A\n"
+MATCHED = f"""
+{{{{ config(materialized='streaming_view', watermark_delay='1 minute', {EVERY_20S}) }}}}
+SELECT a.asktime, a.item, a.ask, b.bidtime, b.price
+FROM {{{{ ref('asks') }}}} a JOIN {{{{ ref('bids') }}}} b
+  ON a.item = b.item AND b.bidtime BETWEEN a.asktime AND a.asktime + INTERVAL '1' MINUTE
+"""
+
+
+class TestJoinFreshness(continuous.Base):
+    @pytest.fixture(scope="class")
+    def seeds(self):
+        return {"bids.csv": BIDS_CSV, "asks.csv": ASKS_CSV}
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        types = {"bidtime": "timestamp", "price": "double", "item": "string"}
+        return {"seeds": {"+column_types": {**types, "asktime": "timestamp", "ask": "double"}}}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"matched.sql": MATCHED, "tests.yml": equivalence_tests({"matched": MATCHED})}
+
+    def test_a_join_takes_a_commit_to_its_second_stream_as_it_lands(self, project):
+        path = table_path(project, "matched")
+        run_dbt(["seed"])
+        run_dbt(["run"])
+        assert rows(path) == []
+        # As in TestChainFreshness: an append 1 s past a trigger is in the table before the
+        # next one. The asks stream's source waits, watching the bids table too; the bids
+        # commit ends its wait, and the bids source, asked after it, reads the commit. Not
+        # at the next trigger: the first batch had data, so its sources do not wait there
+        # (a batch that applies the watermark may be due).
+        boundary = (time.time() // 20 + 2) * 20
+        time.sleep(boundary + 1 - time.time())
+        append_bids(table_path(project, "bids"), [("2020-04-15 08:30:00", 4, "A")])
+        appended = time.time()
+        expected = [(ts("2020-04-15 08:29:30"), "A", 3.5, ts("2020-04-15 08:30:00"), 4.0)]
+        wait_for(lambda: rows(path) == expected, timeout=boundary + 19 - appended)
+        print(f"append -> commit: {commit_time(path) - appended:.2f} s")  # seen with -s
+        run_dbt(["run-operation", "stream_stop"])
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]
 
 
 def commit_time(path: str) -> float:

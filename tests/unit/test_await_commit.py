@@ -3,6 +3,7 @@ new (delta/source.py AWAIT_COMMIT_MS): it returns that commit's end as soon as t
 lands, its start when the wait is over or the runner's stop file appears, and never waits under
 the available-now trigger or at a query's first trigger. No Spark."""
 
+import json
 import threading
 import time
 
@@ -13,6 +14,7 @@ from dbt.adapters.spark_streaming.delta.source import (
     AWAIT_COMMIT_MS,
     AWAIT_IDLE_MS,
     AWAIT_STOP_FILE,
+    AWAIT_TABLES,
     AWAIT_WATERMARK,
     IDLE_AFTER,
     DeltaStreamReader,
@@ -136,3 +138,34 @@ def test_an_idle_source_waits_longer_and_still_returns_a_commit_as_it_lands(tmp_
     end = new
     new, took = timed_call()
     assert new == end and 0.1 <= took < 1, took  # data was read: short waits again
+
+
+def test_a_join_s_source_waits_for_a_commit_to_any_of_the_query_s_tables(tmp_path):
+    """A query of two streams: a commit to the other stream's table ends a source's wait (the
+    other source, asked after it, reads it); at the next call that source does not wait (the
+    other table moved since its last call: its stream may have data for this trigger); its
+    own commit is read as it lands; with nothing anywhere it waits the whole time."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    append(a)
+    append(b)
+    r = reader(a, **{AWAIT_COMMIT_MS: 1_500, AWAIT_TABLES: json.dumps([a, b])})
+    end = r.latestOffset(r.initialOffset(), None)
+
+    def timed_call() -> tuple[dict, float]:
+        began = time.monotonic()
+        new = r.latestOffset(end, None)
+        return new, time.monotonic() - began
+
+    committer = later(0.3, lambda: append(b))
+    new, took = timed_call()
+    committer.join()
+    assert new == end and 0.3 <= took < 1.2, took  # b's commit ended the wait
+    new, took = timed_call()
+    assert new == end and took < 0.3, took  # b moved since the last call: no wait
+    committer = later(0.3, lambda: append(a))
+    new, took = timed_call()
+    committer.join()
+    assert new["version"] == 1 and took < 1.2, (new, took)  # a's own commit, as it lands
+    end = new
+    new, took = timed_call()
+    assert new == end and took >= 1.5, took  # nothing anywhere: the whole wait

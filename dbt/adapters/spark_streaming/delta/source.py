@@ -65,6 +65,7 @@ BACKLOG_HOLD = "backlogHold"
 # calls in a row found nothing new, a file that ends the wait, whether the query has a watermark
 AWAIT_COMMIT_MS, AWAIT_IDLE_MS = "awaitCommitMs", "awaitIdleMs"
 AWAIT_STOP_FILE, AWAIT_WATERMARK = "awaitStopFile", "awaitWatermark"
+AWAIT_TABLES = "awaitTables"  # a JSON list: the tables of every stream of the query (a join)
 IDLE_AFTER = 5
 CHANGE_TYPE = "_change_type"  # the change column of Delta's change data files
 
@@ -229,6 +230,9 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._held = False  # a backlog split's second batch has been held without data
         self._idle: int | None = None  # latestOffset calls in a row that found nothing new
         # (0: the last one found data; None: none yet)
+        others = [t for t in json.loads(options.get(AWAIT_TABLES, "[]")) if t != path]
+        self._others = {root: Log(root) for root in others}  # the query's other streams' tables
+        self._seen: dict[str, int] = {}  # their versions at the last latestOffset
 
     def initialOffset(self):
         return starting_position(self.path, self.options).offset(self.label)
@@ -251,7 +255,11 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         in a row found nothing (an idle query then costs a trigger per that time, not per
         interval; Spark starts the next trigger at once when one overruns its interval); not
         when `_may_wait` says not, nor once a file is at option `awaitStopFile` (the runner
-        stops the query: Spark cannot interrupt this call)."""
+        stops the query: Spark cannot interrupt this call). A query of several streams (a join)
+        gives each one option `awaitTables`: then a source waits only if none of the other
+        streams' tables has committed since its last call (else that stream has data for this
+        trigger), and a commit to any of them ends the wait (Spark asks the sources in turn:
+        the others, asked after it, read theirs)."""
         begin = Position.parse(start)
         hold = BACKLOG_VERSION in self.options and self.options.get(BACKLOG_HOLD) == "true"
         if hold and not self._held and begin == Position(int(self.options[BACKLOG_VERSION])):
@@ -262,13 +270,18 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         wait = self.options.get(AWAIT_COMMIT_MS) if self._target is None else None
         if wait is not None and (self._idle or 0) >= IDLE_AFTER:
             wait = self.options.get(AWAIT_IDLE_MS, wait)
-        if end == begin and wait is not None and self._may_wait():
+        seen = self._seen
+        if wait is not None and self._others:
+            self._seen = {root: log.latest() for root, log in self._others.items()}
+        if end == begin and wait is not None and self._seen == seen and self._may_wait():
             until, after = time.monotonic() + int(wait) / 1000, latest
             stop = self.options.get(AWAIT_STOP_FILE)
-            while end == begin and self.log.await_version(after, until, stop):
+            while end == begin and self.log.await_version(after, until, stop, self._seen):
                 latest = self.log.latest()
                 after = max(after + 1, latest)  # not read yet, or nothing new: the next
                 end = self._advance(begin, latest, limit)
+                if any(log.latest() != self._seen[r] for r, log in self._others.items()):
+                    break  # another stream's commit: its source is asked after this one
         self._idle = 0 if end != begin else (self._idle or 0) + 1
         return start if end == begin else end.offset(self.label)
 

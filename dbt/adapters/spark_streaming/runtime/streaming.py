@@ -13,6 +13,7 @@ The checkpoint lives with the table (`<table>/_dbt_streaming/checkpoint`, layout
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -27,6 +28,7 @@ from ..delta.source import (
     AWAIT_COMMIT_MS,
     AWAIT_IDLE_MS,
     AWAIT_STOP_FILE,
+    AWAIT_TABLES,
     AWAIT_WATERMARK,
     FORMAT,
     consumed,
@@ -263,25 +265,27 @@ IDLE_WAIT_MS = 10_000  # an idle source's wait for a commit (bench/README: idle 
 
 
 def _awaiting(options: dict, interval: Optional[str], plan, streams, monitor) -> dict:
-    """The source options of a continuous query of one stream (in a runner: `monitor`): when a
-    trigger finds nothing new, its source waits for the next commit, up to 0.8 of the interval
-    (Spark's next trigger stays on time), or until the runner stops the query, and the batch
-    reads it as it lands (delta/source.py AWAIT_COMMIT_MS): a model downstream of another
-    takes in each of its commits at once. Once the source is idle (several triggers in a row
-    found nothing), it waits up to IDLE_WAIT_MS (or the interval's 0.8 if longer): an idle
-    model's query runs a trigger every 10 s, not every interval. Not at the trigger after a
-    batch of data in a query with a watermark (the watermark's batch may be due). A query of
-    several streams (a join) looks at each trigger: its sources are asked in turn."""
-    if monitor is None or interval is None or len(streams) != 1:
+    """The source options of a continuous query (in a runner: `monitor`): when a trigger finds
+    nothing new, its source waits for the next commit, up to 0.8 of the interval (Spark's next
+    trigger stays on time), or until the runner stops the query, and the batch reads it as it
+    lands (delta/source.py AWAIT_COMMIT_MS): a model downstream of another takes in each of its
+    commits at once. Once the source is idle (several triggers in a row found nothing), it
+    waits up to IDLE_WAIT_MS (or the interval's 0.8 if longer): an idle model's query runs a
+    trigger every 10 s, not every interval. Not at the trigger after a batch of data in a query
+    with a watermark (the watermark's batch may be due). A query of several streams (a join)
+    gives each the tables of all (AWAIT_TABLES): a commit to any ends a source's wait."""
+    if monitor is None or interval is None or not streams:
         return options
     wait = parse_duration(interval) * 8 // 10_000
     watermark = "true" if plan.watermark_delay_us is not None else "false"
+    tables = {AWAIT_TABLES: json.dumps(sorted(set(streams.values())))} if len(streams) > 1 else {}
     return {
         **options,
         AWAIT_COMMIT_MS: str(wait),
         AWAIT_IDLE_MS: str(max(wait, IDLE_WAIT_MS)),
         AWAIT_STOP_FILE: monitor.stop_file,
         AWAIT_WATERMARK: watermark,
+        **tables,
     }
 
 
