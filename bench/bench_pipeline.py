@@ -258,6 +258,13 @@ def by_kind(pids: list[int], value) -> dict[str, float]:
     return out
 
 
+def cpu_shares(procs: list[int], before: dict[int, float], seconds: float) -> dict[str, float]:
+    """The CPU time of `procs` since `before` (pid -> cpu_s) as a share of one core over
+    `seconds`, by kind; a process gone meanwhile (a Python worker) counts 0, not minus what it
+    had used."""
+    return by_kind(procs, lambda pid: max(0.0, cpu_s(pid) - before[pid]) / seconds)
+
+
 def pss_mb(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/smaps_rollup") as fh:
@@ -323,8 +330,7 @@ def measure(root: str, models: dict[str, str], sources: int, appends: int, idle:
     procs = tree(pids)
     cpu0 = {pid: cpu_s(pid) for pid in procs}
     time.sleep(idle)
-    # a process gone meanwhile (a Python worker) counts 0, not minus what it had used
-    figures["idle"] = by_kind(procs, lambda pid: max(0.0, cpu_s(pid) - cpu0[pid]) / idle)
+    figures["idle"] = cpu_shares(procs, cpu0, idle)
     if appends:
         procs = tree(pids)
         cpu0 = {pid: cpu_s(pid) for pid in procs}
@@ -338,7 +344,7 @@ def measure(root: str, models: dict[str, str], sources: int, appends: int, idle:
             )  # fmt: skip
         figures["healthy"] = appending(root, models, 1, appends)
         span = time.time() - began
-        figures["appends_cpu"] = by_kind(procs, lambda pid: max(0.0, cpu_s(pid) - cpu0[pid]) / span)
+        figures["appends_cpu"] = cpu_shares(procs, cpu0, span)
         figures["pss_after_mb"] = sum(by_kind(tree(pids), pss_mb).values())
         if "guard_0" in models:
             figures["failing"] = appending(root, models, 1 + appends, appends, bad=True)

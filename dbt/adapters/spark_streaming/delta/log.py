@@ -203,28 +203,32 @@ class Log:
 
     def await_version(
         self, after: int, until: float, stop: str | None = None, others: dict | None = None
-    ) -> bool:
-        """Whether a version after `after` is committed before `until` (time.monotonic()) and
-        before a file at local path `stop` exists (the query is stopping); or, as soon, one of
-        `others` (root -> the version last seen there): await_commit."""
-        return await_commit({**(others or {}), self.root: after}, until, stop)
+    ) -> str | None:
+        """This table's root if it commits a version after `after` before `until`
+        (time.monotonic()) and before a file at local path `stop` exists (the query is
+        stopping); or, as soon, the root of one of `others` (root -> the version last seen
+        there) that commits; None if none does: await_commit."""
+        return await_commit({self.root: after, **(others or {})}, until, stop)
 
 
-def await_commit(tables: dict[str, int], until: float, stop: str | None = None) -> bool:
-    """Whether one of `tables` (root -> the version last seen) commits a later version before
-    `until` (time.monotonic()) and before a file at local path `stop` exists: looks for each
-    one's next log file every AWAIT_POLL seconds (a stat; on object storage a HEAD request,
-    every AWAIT_POLL_REMOTE). A writer commits a version by creating that file whole
-    (put-if-absent), so once it is there the version can be read."""
-    names = [storage.join(root, "_delta_log", f"{v + 1:020d}.json") for root, v in tables.items()]
-    remote = any(storage.is_remote(root) for root in tables)
-    poll = AWAIT_POLL_REMOTE if remote else AWAIT_POLL
-    while not any(storage.exists(name) for name in names):
+def await_commit(tables: dict[str, int], until: float, stop: str | None = None) -> str | None:
+    """The first of `tables` (root -> the version last seen) found to commit a later version
+    before `until` (time.monotonic()) and before a file at local path `stop` exists, or None:
+    looks for each one's next log file every AWAIT_POLL seconds (a stat; on object storage a
+    HEAD request, every AWAIT_POLL_REMOTE). A writer commits a version by creating that file
+    whole (put-if-absent), so once it is there the version can be read."""
+    names = {
+        root: storage.join(root, "_delta_log", f"{v + 1:020d}.json") for root, v in tables.items()
+    }
+    poll = AWAIT_POLL_REMOTE if any(storage.is_remote(root) for root in tables) else AWAIT_POLL
+    while True:
+        landed = next((root for root, name in names.items() if storage.exists(name)), None)
+        if landed is not None:
+            return landed
         left = until - time.monotonic()
         if left <= 0 or stop is not None and os.path.exists(stop):
-            return False
+            return None
         time.sleep(min(poll, left))
-    return True
 
 
 AWAIT_POLL, AWAIT_POLL_REMOTE = 0.2, 0.5  # seconds between looks for a source's next version

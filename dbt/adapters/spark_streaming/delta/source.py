@@ -276,12 +276,12 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if end == begin and wait is not None and self._seen == seen and self._may_wait():
             until, after = time.monotonic() + int(wait) / 1000, latest
             stop = self.options.get(AWAIT_STOP_FILE)
-            while end == begin and self.log.await_version(after, until, stop, self._seen):
+            while end == begin:
+                if self.log.await_version(after, until, stop, self._seen) != self.log.root:
+                    break  # none, or another stream's commit: its source is asked after this one
                 latest = self.log.latest()
                 after = max(after + 1, latest)  # not read yet, or nothing new: the next
                 end = self._advance(begin, latest, limit)
-                if any(log.latest() != self._seen[r] for r, log in self._others.items()):
-                    break  # another stream's commit: its source is asked after this one
         self._idle = 0 if end != begin else (self._idle or 0) + 1
         return start if end == begin else end.offset(self.label)
 
