@@ -97,6 +97,8 @@ class TestSharedRunner(continuous.Base):  # bids seeded; runners killed after th
         wait_for(lambda: rows(table_path(project, "hourly")) == [(ts("2020-04-15 08:00"), 28.0, 7)])
         wait_for(lambda: ("A", 2, 8.0) in rows(table_path(project, "by_item")))
         assert len(rows(table_path(project, "per_unit"))) == 8
+        # caught up, their micro-batches share the runner's pool (runner.Monitor.pool)
+        assert all(self.model_status(project, m)["pool"] == "default" for m in SHARED[:3])
 
         # A change that keeps the state restarts that model's query only.
         with open(os.path.join(project.project_root, "models", "by_item.sql"), "w") as fh:

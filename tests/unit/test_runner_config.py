@@ -4,7 +4,12 @@ Spark."""
 import pytest
 
 from dbt.adapters.spark_streaming.errors import StreamingError
-from dbt.adapters.spark_streaming.runtime.continuous.runner import processing_time, status_table
+from dbt.adapters.spark_streaming.runtime.continuous.runner import (
+    POOL,
+    Monitor,
+    processing_time,
+    status_table,
+)
 
 
 @pytest.mark.parametrize(
@@ -84,3 +89,28 @@ def test_status_table():
         "0",
         "-",
     ]
+
+
+class _Context:
+    """SparkContext's local properties, as the query's thread sees them."""
+
+    def __init__(self, pool):
+        self.props = {"spark.scheduler.pool": pool}
+
+    def getLocalProperty(self, key):
+        return self.props.get(key)
+
+    def setLocalProperty(self, key, value):
+        self.props[key] = value
+
+
+def test_a_model_leaves_its_pool_once_caught_up(tmp_path):
+    monitor = Monitor(str(tmp_path), {"model": "s.m"})
+    sc = _Context("s.m")  # host.py starts the query in the model's pool
+    monitor.pool(sc)  # its first trigger: the backlog, in its own pool
+    assert sc.props[POOL] == "s.m" and monitor.st["pool"] == "s.m"
+    monitor.st["ready"] = True
+    monitor.pool(sc)  # then first come, first served with the other models
+    assert sc.props[POOL] is None and monitor.st["pool"] == "default"
+    monitor.pool(sc)
+    assert sc.props[POOL] is None and monitor.st["pool"] == "default"

@@ -99,6 +99,8 @@ class ModelSink:
             create_changelog(self.build, self.arrow_schema, restarts=self.partials is not None)
 
     def __call__(self, batch_df, batch_id: int) -> None:
+        if self.monitor is not None:
+            self.monitor.pool(batch_df.sparkSession.sparkContext)
         self.ensure_table()
         if not self.committers:
             self.committers = self._committers()

@@ -10,8 +10,9 @@ SparkSession, until the last model stops.
   ``failed``, "gave up"); the other models go on. A
   model that fails before its first trigger is not restarted: the `dbt run` waiting for it
   reports the error.
-- Fairness: Spark's FAIR scheduler, a pool per model, so one model's backlog does not hold the
-  others' micro-batches in a queue behind it.
+- Fairness: Spark's FAIR scheduler; a model starts in a pool of its own, so its backlog does
+  not hold the others' micro-batches in a queue behind it, and its micro-batches join the
+  shared pool (first come, first served) once it has caught up (runner.Monitor.pool).
 - SIGTERM stops every model (each lets its batch in flight commit), then the process.
 
 `pipeline.hand` runs this module with ``--detach``: that short-lived process starts the runner
@@ -141,8 +142,8 @@ class Host:
 
         for (schema, identifier), location in spec["locations"]:
             register_location(schema, identifier, location)
-        # a pool per model (FAIR); the query's thread inherits it from the one that starts it
-        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", name)
+        # the starting model's pool (FAIR); the query's thread inherits it from this one
+        self.spark.sparkContext.setLocalProperty(runner.POOL, name)
         model = StreamingModel(**spec["model"])
         restarts, started_by, limit = 0, spec.get("started_by"), max_restarts(model.config)
         while True:

@@ -14,7 +14,8 @@ warehouse):
 - ``spec.json``: what to run (the compiled model, source locations, the runner's name);
 - ``status.json``: written by the runner (atomically): its pid and host, the model's state
   (``starting``, ``running``, ``stopping``, ``restarting``, ``stopped``, ``failed``),
-  fingerprint, last batch, input rows/s, watermark, late rows, last error, restarts;
+  fingerprint, last batch, input rows/s, watermark, late rows, last error, restarts, the
+  Spark scheduler pool of its last micro-batch;
 - ``stop``: a stop request (`stream_stop`); the runner finishes the model's current batch and
   stops its query (the runner itself ends with its last model).
 
@@ -47,6 +48,9 @@ POLL = 0.5  # seconds between a runner's looks for a model's stop request
 # a stop request
 SPEC, STATUS, STOP = "spec.json", "status.json", "stop"
 PROGRESS_EVERY = 4  # polls between asking a running query for its progress
+# The Spark scheduler pool (FAIR, host.py) of the jobs a thread submits: a starting model's
+# (its own, named after it) until its query has caught up, then Spark's "default" pool
+POOL = "spark.scheduler.pool"
 
 
 def processing_time(config: Mapping[str, Any]) -> Optional[str]:
@@ -294,9 +298,21 @@ class Monitor:
             "input_rows_per_s": 0.0,
             "watermark": None,
             "error": None,
+            "pool": None,
         }
         self.stop_requested = False
         self.save()
+
+    def pool(self, sc) -> None:
+        """Called as a micro-batch starts, in the query's thread: once the query has caught up,
+        its jobs go to the runner's shared pool, first come first served. Spark's FAIR scheduler
+        breaks a tie between pools with as many running tasks by their names, so under load
+        a pool per model served the models in alphabetical order: append -> commit p99 25-30 s
+        for the last ones against 6 s with one queue (bench/README). A starting model's backlog
+        keeps its own pool, and the live micro-batches are not queued behind its tasks."""
+        if self.st["ready"] and sc.getLocalProperty(POOL) is not None:
+            sc.setLocalProperty(POOL, None)
+        self.st["pool"] = sc.getLocalProperty(POOL) or "default"
 
     def save(self, **changes: Any) -> None:
         self.st.update(changes, heartbeat=time.strftime("%Y-%m-%d %H:%M:%S"))
