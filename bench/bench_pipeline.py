@@ -24,6 +24,10 @@ an upsert_table over that). Measured, in this order:
            negative price. `--appends` more appends, the first with such a row: that model
            fails, is restarted with backoff and fails again, while the other readers of
            source 0 go on; their commits per second and latency, against the phase before.
+  backlog: with `--backlog ROWS`, a `dbt run` hands the runner one more model (TUMBLE 1
+           minute per item) over a source of ROWS rows in 100 files, and `--appends` more
+           appends to source 0 go on while it starts: the latency of source 0's readers
+           meanwhile, against the healthy phase, and that `dbt run`'s time.
 
 The baseline, measured in the same run: `--baseline` models (default 2) each with a runner of
 its own (`pipeline: false`, the mode before shared runners), whose memory per model is printed
@@ -32,7 +36,7 @@ this machine's memory, so they are not started).
 
 Run (from the repo root, with the project venv):
   .venv/bin/python bench/bench_pipeline.py [--models 20] [--sources 4] [--appends 30]
-      [--idle 30] [--baseline 2] [--conf spark.key=value ...] [--jfr FILE]
+      [--idle 30] [--baseline 2] [--backlog 0] [--conf spark.key=value ...] [--jfr FILE]
 `--conf` puts Spark settings in the profile's `server_side_parameters` (e.g. a default of the
 adapter's set back to Spark's, to measure what it does).
 Work files go to bench/work/pipeline/ (gitignored).
@@ -47,6 +51,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -156,7 +161,9 @@ def write_project(root: str, models: dict[str, str], sources: int, conf: dict) -
             f"      server_side_parameters: {json.dumps(conf)}\n"
         ),
         "models/sources.yml": "version: 2\nsources:\n  - name: bench\n    schema: bench\n"
-        "    tables: [" + ", ".join("{name: events_%d}" % i for i in range(sources)) + "]\n",
+        "    tables: ["
+        + ", ".join(["{name: events_%d}" % i for i in range(sources)] + ["{name: backlog}"])
+        + "]\n",
     } | {f"models/{n}.sql": sql for n, sql in models.items()}
     for name, text in files.items():
         with open(os.path.join(project, name), "w") as fh:
@@ -176,6 +183,19 @@ def events(seed: int, second: int, bad: bool = False) -> pa.Table:
             "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
             "item": pa.array([f"i{j}" for j in rng.integers(0, 20, ROWS)]),
             "price": pa.array(price),
+        }
+    )
+
+
+def backlog_events(seed: int, rows: int) -> pa.Table:
+    """`rows` events spread over the day before BASE, as events() makes them."""
+    rng = np.random.default_rng(seed)
+    ts = (BASE - rng.integers(0, 86_400, rows)) * 1_000_000
+    return pa.table(
+        {
+            "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+            "item": pa.array(np.char.add("i", rng.integers(0, 20, rows).astype(str))),
+            "price": pa.array(np.round(rng.uniform(0.01, 100, rows), 2)),
         }
     )
 
@@ -315,7 +335,7 @@ def stop_all(root: str) -> None:
 
 
 def measure(root: str, models: dict[str, str], sources: int, appends: int, idle: float,
-            conf: dict, jfr: str | None = None) -> dict:  # fmt: skip
+            conf: dict, jfr: str | None = None, backlog: int = 0) -> dict:  # fmt: skip
     write_project(root, models, sources, conf)
     for i in range(sources):
         write_deltalake(source_path(root, i), events(i, 0))
@@ -348,6 +368,8 @@ def measure(root: str, models: dict[str, str], sources: int, appends: int, idle:
         figures["pss_after_mb"] = sum(by_kind(tree(pids), pss_mb).values())
         if "guard_0" in models:
             figures["failing"] = appending(root, models, 1 + appends, appends, bad=True)
+        if backlog:
+            figures["backlog"] = backlog_phase(root, models, 1 + 2 * appends, appends, backlog)
     stop_all(root)
     return figures
 
@@ -404,6 +426,26 @@ def appending(root: str, models: dict[str, str], first: int, appends: int, bad=F
     return out
 
 
+def backlog_phase(root: str, models: dict[str, str], first: int, appends: int, rows: int) -> dict:
+    """A `dbt run` hands the runner a model over a source of `rows` rows while source 0 takes
+    `appends` appends (versions `first`, ...): the latencies of source 0's readers, as
+    appending(), and the `dbt run`'s time."""
+    path = table(root, "backlog")
+    for k in range(100):
+        write_deltalake(path, backlog_events(k, rows // 100), mode="append")
+    with open(os.path.join(root, "project", "models", "late.sql"), "w") as fh:
+        fh.write(
+            "{{ config(materialized='streaming_view', watermark_delay='10 seconds', %s) }}\n%s\n"
+            % (TRIGGER, WINDOWS[0][1].replace("{src}", "{{ source('bench', 'backlog') }}"))
+        )
+    started: dict = {}
+    thread = threading.Thread(target=lambda: started.update(s=dbt(root, "run", "-s", "late")))
+    thread.start()
+    out = appending(root, models, first, appends)
+    thread.join()
+    return {**out, "start_s": started["s"]}
+
+
 def _available_mb() -> float:
     with open("/proc/meminfo") as fh:
         return next(int(ln.split()[1]) for ln in fh if ln.startswith("MemAvailable:")) / 1024
@@ -416,6 +458,7 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=30)
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--baseline", type=int, default=2)
+    parser.add_argument("--backlog", type=int, default=0, metavar="ROWS")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--jfr", metavar="FILE", help="a JFR recording of the appends")
     args = parser.parse_args()
@@ -429,7 +472,9 @@ def main() -> None:
     root = os.path.join(WORK, "shared")
     models = model_files(args.models, args.sources, own_runner=False)
     jfr = args.jfr and os.path.abspath(args.jfr)
-    results["shared"] = measure(root, models, args.sources, args.appends, args.idle, conf, jfr)
+    results["shared"] = measure(
+        root, models, args.sources, args.appends, args.idle, conf, jfr, args.backlog
+    )
 
     print(f"{'mode':<22}{'models':>7}{'runners':>8}{'start s':>9}{'PSS MB':>8}{'MB/model':>9}"
           f"{'avail. drop MB':>15}{'idle core':>10}")  # fmt: skip
@@ -457,7 +502,7 @@ def main() -> None:
             f"{sum(shared['pss'].values()) / (own_per_model * args.models):.2f}"
         )
     if args.appends:
-        for phase in ("healthy", "failing"):
+        for phase in ("healthy", "failing", "backlog"):
             if phase not in shared:
                 continue
             r = shared[phase]
@@ -474,6 +519,11 @@ def main() -> None:
                     f"append -> the 3-model chain's last commit ({len(chain)} appends): p50 "
                     f"{statistics.median(chain):.2f} s, p99 {pct(chain, 0.99):.2f} s"
                 )
+        if "backlog" in shared:
+            print(
+                f"backlog: the `dbt run` handing over a model over {args.backlog:,} rows took "
+                f"{shared['backlog']['start_s']:.1f} s"
+            )
         if "failing" in shared:
             ratio = shared["failing"]["commits_per_s"] / shared["healthy"]["commits_per_s"]
             print(f"the others' commit rate with guard_0 failing / before: {ratio:.2f}")
