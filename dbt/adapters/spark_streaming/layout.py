@@ -40,6 +40,7 @@ shared directory.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 TABLE_DIR = "_dbt_streaming"  # inside a table: what the adapter keeps beside the Delta data
 WAREHOUSE_DIR = ".dbt_streaming"  # inside the warehouse: locks, runners, refreshes, trash
@@ -135,6 +136,21 @@ def refresh_marker_path(control: str, name: str) -> str:
     return os.path.join(warehouse_path(control, "refresh"), f"{name}.swap")
 
 
-def trash_path(warehouse: str, name: str, tag: str) -> str:
-    """Where a full refresh moves model `name`'s old table (`tag` makes it unique)."""
-    return os.path.join(warehouse_path(warehouse, "trash"), f"{name}-{tag}")
+@dataclass(frozen=True)
+class Refresh:
+    """The places of a full refresh of one model (runtime/lifecycle.py), named once per run."""
+
+    build: str  # where its new table is built (refresh_path)
+    checkpoint: str  # with a checkpoint_root: the new table's checkpoint while it is built
+    marker: str  # with a checkpoint_root: present from built until swapped in
+    trash: str  # where the old table goes (with a unique tag appended), without a checkpoint_root
+
+
+def refresh(warehouse: str, control: str, name: str) -> Refresh:
+    """The places of a full refresh of model `name`."""
+    return Refresh(
+        refresh_path(warehouse, name),
+        refresh_checkpoint_path(control, name),
+        refresh_marker_path(control, name),
+        os.path.join(warehouse_path(warehouse, "trash"), name),
+    )

@@ -43,6 +43,7 @@ from .. import layout
 from ..delta import storage, swap
 from ..errors import StreamingError
 from ..faults import fault_point
+from ..layout import Refresh
 from .checkpoint import query_app_id
 
 COMPLETE = "_dbt_refresh_complete"
@@ -156,9 +157,9 @@ def model_lock(warehouse: str, name: str, take_over_from: Optional[int] = None) 
                 os.remove(path)
 
 
-def empty_build(warehouse: str, name: str) -> str:
-    """Where to build model `name`'s new table, emptied (a crashed build is discarded)."""
-    path = _made(layout.refresh_path(warehouse, name))
+def empty_build(refresh: Refresh) -> str:
+    """Where to build the model's new table, emptied (a crashed build is discarded)."""
+    path = _made(refresh.build)
     shutil.rmtree(path, ignore_errors=True)
     return path
 
@@ -185,15 +186,16 @@ def _exchange(a: str, b: str) -> bool:
     raise OSError(err, os.strerror(err), a)
 
 
-def swap_in(warehouse: str, name: str, built: str, target: str) -> None:
-    """Replace the table at `target` by the complete build at `built` (see module docstring)."""
+def swap_in(refresh: Refresh, target: str) -> None:
+    """Replace the table at `target` by the complete build (see module docstring)."""
+    built = refresh.build
     open(os.path.join(built, COMPLETE), "w").close()
     fault_point("refresh_built", -1)
     if os.path.exists(target) and _exchange(built, target):  # one step: old or new, never none
         fault_point("refresh_swapping", -1)
         _finish(built, target)
         return
-    trash = _made(layout.trash_path(warehouse, name, uuid.uuid4().hex[:8]))
+    trash = _made(f"{refresh.trash}-{uuid.uuid4().hex[:8]}")
     if os.path.exists(target):
         os.rename(target, trash)
     fault_point("refresh_swapping", -1)
@@ -202,52 +204,41 @@ def swap_in(warehouse: str, name: str, built: str, target: str) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def empty_build_aside(warehouse: str, control: str, name: str) -> tuple[str, str]:
-    """With a checkpoint_root: where to build model `name`'s new table (under the warehouse)
-    and its checkpoint (under the `control` root), both emptied (a crashed build is
-    discarded)."""
-    build = layout.refresh_path(warehouse, name)
-    checkpoint = layout.refresh_checkpoint_path(control, name)
-    storage.remove_tree(build)
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    return build, checkpoint
+def empty_build_aside(refresh: Refresh) -> tuple[str, str]:
+    """With a checkpoint_root: where to build the model's new table (under the warehouse) and
+    its checkpoint (under the control root), both emptied (a crashed build is discarded)."""
+    storage.remove_tree(refresh.build)
+    shutil.rmtree(refresh.checkpoint, ignore_errors=True)
+    return refresh.build, refresh.checkpoint
 
 
-def swap_by_commit(
-    warehouse: str, control: str, name: str, target: str, checkpoint: str, keys: list[str]
-) -> None:
+def swap_by_commit(refresh: Refresh, target: str, checkpoint: str, keys: list[str]) -> None:
     """Replace the table at `target` (`keys`: an upsert_table's unique key) and its checkpoint
     at `checkpoint` by the complete build of `empty_build_aside` (see module docstring)."""
     marker = {"token": uuid.uuid4().hex, "keys": keys}
-    storage.write_text(_made(layout.refresh_marker_path(control, name)), json.dumps(marker))
+    storage.write_text(_made(refresh.marker), json.dumps(marker))
     fault_point("refresh_built", -1)
-    _commit_swap(warehouse, control, name, target, checkpoint, marker)
+    _commit_swap(refresh, target, checkpoint, marker)
 
 
-def _commit_swap(
-    warehouse: str, control: str, name: str, target: str, checkpoint: str, marker: dict
-) -> None:
-    built = layout.refresh_path(warehouse, name)
-    built_checkpoint = layout.refresh_checkpoint_path(control, name)
+def _commit_swap(refresh: Refresh, target: str, checkpoint: str, marker: dict) -> None:
+    built, built_checkpoint = refresh.build, refresh.checkpoint
     if os.path.isdir(built_checkpoint):  # else it was moved in, after the table's commit
         app_id = query_app_id(built_checkpoint)
         swap.replace_with(target, built, marker["token"], app_id, marker["keys"])
         fault_point("refresh_swapping", -1)
         shutil.rmtree(checkpoint, ignore_errors=True)
         os.rename(built_checkpoint, _made(checkpoint))
-    os.remove(layout.refresh_marker_path(control, name))
+    os.remove(refresh.marker)
     storage.remove_tree(built)
 
 
-def recover_by_commit(
-    warehouse: str, control: str, name: str, target: str, checkpoint: str
-) -> bool:
+def recover_by_commit(refresh: Refresh, target: str, checkpoint: str) -> bool:
     """Finish a full refresh of `swap_by_commit` that crashed once its build was complete;
     True if one was."""
-    marker = layout.refresh_marker_path(control, name)
-    if not os.path.exists(marker):
+    if not os.path.exists(refresh.marker):
         return False
-    _commit_swap(warehouse, control, name, target, checkpoint, _read(marker))
+    _commit_swap(refresh, target, checkpoint, _read(refresh.marker))
     return True
 
 
@@ -257,10 +248,10 @@ def _finish(old: str, target: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def recover(warehouse: str, name: str, target: str) -> bool:
+def recover(refresh: Refresh, target: str) -> bool:
     """Finish a full refresh that crashed after its exchange, or between its two renames; True
     if one was."""
-    built = layout.refresh_path(warehouse, name)
+    built = refresh.build
     if os.path.exists(os.path.join(target, COMPLETE)):  # exchanged: the old table is at `built`
         _finish(built, target)
         return True

@@ -83,15 +83,16 @@ def run_streaming_model(
     host = pipeline.name_of(model.config, model.name) if interval else None
     pipeline.max_restarts(model.config)  # SSC201 before a runner starts
     target = model.location(catalog)
+    refresh = layout.refresh(catalog.warehouse, catalog.control, model.name)
     # each source's log read once until the query starts (_run); the model's tables afresh
-    with read_once(target, layout.refresh_path(catalog.warehouse, model.name)):
+    with read_once(target, refresh.build):
         plan = compile_model(catalog, model)
         admission.source_options(model.config)  # SSC201 before a runner starts
         backlog.enabled(model.config)
         preflight.check_writable(model.identifier, preflight.control_root(catalog.control), target)
         if monitor is not None:  # the runner takes over the lock of the `dbt run` that started it
             with lifecycle.model_lock(catalog.control, model.name, monitor.st.get("started_by")):
-                return _run(spark, catalog, model, plan, started, interval, monitor)
+                return _run(spark, catalog, model, plan, refresh, started, interval, monitor)
         running = _settle_runner(catalog, model, plan, host)
         if running:
             return StreamingAdapterResponse(
@@ -100,7 +101,7 @@ def run_streaming_model(
         # held until the runner, if one is started, has it: a concurrent run fails (SSR307)
         with lifecycle.model_lock(catalog.control, model.name):
             if interval is None or model.full_refresh:
-                response = _run(spark, catalog, model, plan, started)
+                response = _run(spark, catalog, model, plan, refresh, started)
                 if interval is None:
                     return response
             release()
@@ -217,13 +218,15 @@ def _run(
     catalog: Catalog,
     model: StreamingModel,
     plan,
+    refresh: layout.Refresh,
     started: float,
     interval: Optional[str] = None,
     monitor: Optional[runner.Monitor] = None,
 ) -> StreamingAdapterResponse:
     """Run the model's query: until it has caught up (`interval` None: available now), or with
-    a processing-time trigger until `monitor` stops it."""
-    places = _places(catalog, model, plan)
+    a processing-time trigger until `monitor` stops it. `refresh`: where a full refresh builds
+    (and an interrupted one is finished)."""
+    places = _places(catalog, model, plan, refresh)
     options = admission.source_options(model.config)  # max_files_per_trigger, starting_version...
     previous = preflight.check_sources_and_state(model, plan, places, options, catalog)
     streams = places.streams
@@ -258,7 +261,7 @@ def _run(
     release()  # from here on, the sources' logs are read afresh (progress, report)
     query = _start(df, model, plan, places, write, interval, unload_state=expected == 1)
     _wait(query, model, places, monitor, expected)
-    return _finish(spark, catalog, model, plan, places, sink, query, previous, started)
+    return _finish(spark, catalog, model, plan, places, refresh, sink, query, previous, started)
 
 
 IDLE_WAIT_MS = 10_000  # an idle source's wait for a commit (bench/README: idle CPU)
@@ -343,7 +346,7 @@ def _nothing_new(
     return response
 
 
-def _places(catalog: Catalog, model: StreamingModel, plan) -> Places:
+def _places(catalog: Catalog, model: StreamingModel, plan, refresh: layout.Refresh) -> Places:
     """Where this run reads and writes, once an interrupted full refresh is finished."""
     target = model.location(catalog)
     sources = {name: catalog.location_of(name) for name in plan.sources}
@@ -352,19 +355,18 @@ def _places(catalog: Catalog, model: StreamingModel, plan) -> Places:
         # The checkpoint is not beside the table, and object storage cannot rename a
         # directory: a full refresh is swapped in by commits (lifecycle.py).
         checkpoint = catalog.checkpoint(model.name, target)
-        control = catalog.control
-        if lifecycle.recover_by_commit(catalog.warehouse, control, model.name, target, checkpoint):
+        if lifecycle.recover_by_commit(refresh, target, checkpoint):
             logger.info(f"{model.name}: finished a full refresh that was built but not swapped in")
         if model.full_refresh:
-            build, aside = lifecycle.empty_build_aside(catalog.warehouse, control, model.name)
+            build, aside = lifecycle.empty_build_aside(refresh)
             return Places(target, build, sources, aside, dimensions)
         return Places(target, target, sources, checkpoint, dimensions)
-    if lifecycle.recover(catalog.warehouse, model.name, target):
+    if lifecycle.recover(refresh, target):
         logger.info(
             f"{model.name}: finished a full refresh that was interrupted while swapping tables"
         )
     # A full refresh builds the new table aside; the old one stays readable until it is complete.
-    build = lifecycle.empty_build(catalog.warehouse, model.name) if model.full_refresh else target
+    build = lifecycle.empty_build(refresh) if model.full_refresh else target
     return Places(target, build, sources, catalog.checkpoint(model.name, build), dimensions)
 
 
@@ -472,6 +474,7 @@ def _finish(
     model: StreamingModel,
     plan,
     places: Places,
+    refresh: layout.Refresh,
     sink: ModelSink,
     query,
     previous: dict,
@@ -482,11 +485,9 @@ def _finish(
         sink.ensure_table()  # no source rows at all: the rebuilt table is empty
         if catalog.checkpoint_root:
             live = catalog.checkpoint(model.name, places.target)
-            lifecycle.swap_by_commit(
-                catalog.warehouse, catalog.control, model.name, places.target, live, sink.keys
-            )
+            lifecycle.swap_by_commit(refresh, places.target, live, sink.keys)
         else:
-            lifecycle.swap_in(catalog.warehouse, model.name, places.build, places.target)
+            lifecycle.swap_in(refresh, places.target)
         logger.info(
             f"{model.name}: --full-refresh rebuilt the table from the sources' full history"
         )
