@@ -217,8 +217,13 @@ class TestJoinFreshness(continuous.Base):
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
-        types = {"bidtime": "timestamp", "price": "double", "item": "string"}
-        return {"seeds": {"+column_types": {**types, "asktime": "timestamp", "ask": "double"}}}
+        bids = {"bidtime": "timestamp", "price": "double", "item": "string"}
+        asks = {"asktime": "timestamp", "ask": "double", "item": "string"}
+        return {
+            "seeds": {
+                "test": {"bids": {"+column_types": bids}, "asks": {"+column_types": asks}}
+            }
+        }
 
     @pytest.fixture(scope="class")
     def models(self):
