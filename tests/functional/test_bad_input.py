@@ -318,6 +318,12 @@ BAD_MODELS = {
         "SSC201",
         "dimensions",
     ),
+    "shuffle_partitions_zero": (
+        SV.replace("'streaming_view'", "'streaming_view', shuffle_partitions=0")
+        + f"SELECT item FROM {BIDS}",
+        "SSC201",
+        "shuffle_partitions",
+    ),
     "skip_change_commits_not_bool": (
         SV.replace("'streaming_view'", "'streaming_view', skip_change_commits='yes'")
         + f"SELECT item FROM {BIDS}",

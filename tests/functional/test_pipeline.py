@@ -5,6 +5,7 @@ fails is restarted with backoff, then given up, while the others keep committing
 one model leaves the others running, and stopping the last ends the runner. Rows are checked
 exactly and with snapshot_equivalence."""
 
+import json
 import os
 import time
 
@@ -12,8 +13,10 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 from deltalake import DeltaTable
 
+from dbt.adapters.spark_streaming.layout import checkpoint_path
 from dbt.adapters.spark_streaming.runtime.continuous import pipeline, runner
 from dbt.adapters.spark_streaming.runtime.lifecycle import alive
+from dbt.adapters.spark_streaming.runtime.session import DEFAULTS
 
 from . import test_continuous as continuous
 from .helpers import append_bids, equivalence_tests, rows, table_path, ts
@@ -58,6 +61,13 @@ MODELS = {"w10": W10, "by_item": BY_ITEM, "hourly": HOURLY, "per_unit": PER_UNIT
 SHARED = ["w10", "by_item", "hourly", "per_unit"]
 
 
+def shuffle_partitions(project, model: str) -> str:
+    """The shuffle partitions the model's query started with (its checkpoint's first batch)."""
+    offsets = os.path.join(checkpoint_path(table_path(project, model)), "offsets", "0")
+    with open(offsets) as fh:
+        return json.loads(fh.read().splitlines()[1])["conf"]["spark.sql.shuffle.partitions"]
+
+
 class TestSharedRunner(continuous.Base):  # bids seeded; runners killed after the class
     @pytest.fixture(scope="class")
     def models(self):
@@ -99,6 +109,9 @@ class TestSharedRunner(continuous.Base):  # bids seeded; runners killed after th
         assert len(rows(table_path(project, "per_unit"))) == 8
         # caught up, their micro-batches share the runner's pool (runner.Monitor.pool)
         assert all(self.model_status(project, m)["pool"] == "default" for m in SHARED[:3])
+        # one shuffle partition per query in the shared runner, the session's in one's own
+        assert shuffle_partitions(project, "w10") == "1"
+        assert shuffle_partitions(project, "solo") == DEFAULTS["spark.sql.shuffle.partitions"]
 
         # A change that keeps the state restarts that model's query only.
         with open(os.path.join(project.project_root, "models", "by_item.sql"), "w") as fh:
@@ -220,9 +233,7 @@ class TestJoinFreshness(continuous.Base):
         bids = {"bidtime": "timestamp", "price": "double", "item": "string"}
         asks = {"asktime": "timestamp", "ask": "double", "item": "string"}
         return {
-            "seeds": {
-                "test": {"bids": {"+column_types": bids}, "asks": {"+column_types": asks}}
-            }
+            "seeds": {"test": {"bids": {"+column_types": bids}, "asks": {"+column_types": asks}}}
         }
 
     @pytest.fixture(scope="class")

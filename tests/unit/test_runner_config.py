@@ -4,6 +4,7 @@ Spark."""
 import pytest
 
 from dbt.adapters.spark_streaming.errors import StreamingError
+from dbt.adapters.spark_streaming.runtime.continuous.pipeline import shuffle_partitions
 from dbt.adapters.spark_streaming.runtime.continuous.runner import (
     POOL,
     Monitor,
@@ -114,3 +115,24 @@ def test_a_model_leaves_its_pool_once_caught_up(tmp_path):
     assert sc.props[POOL] is None and monitor.st["pool"] == "default"
     monitor.pool(sc)
     assert sc.props[POOL] is None and monitor.st["pool"] == "default"
+
+
+@pytest.mark.parametrize(
+    "config, partitions",
+    [
+        ({}, None),  # available now: the session's
+        ({"continuous": True}, 1),  # in the shared runner
+        ({"continuous": True, "pipeline": "fast"}, 1),
+        ({"continuous": True, "pipeline": False}, None),  # a runner of its own
+        ({"continuous": True, "shuffle_partitions": 4}, 4),
+        ({"shuffle_partitions": 3}, 3),
+    ],
+)
+def test_shuffle_partitions(config, partitions):
+    assert shuffle_partitions(config) == partitions
+
+
+@pytest.mark.parametrize("value", [0, -1, True, "2", 1.5])
+def test_bad_shuffle_partitions(value):
+    with pytest.raises(StreamingError, match="shuffle_partitions"):
+        shuffle_partitions({"shuffle_partitions": value})

@@ -82,6 +82,7 @@ def run_streaming_model(
     interval = runner.processing_time(model.config)
     host = pipeline.name_of(model.config, model.name) if interval else None
     pipeline.max_restarts(model.config)  # SSC201 before a runner starts
+    pipeline.shuffle_partitions(model.config)
     target = model.location(catalog)
     refresh = layout.refresh(catalog.warehouse, catalog.control, model.name)
     # each source's log read once until the query starts (_run); the model's tables afresh
@@ -259,7 +260,8 @@ def _run(
             write, plan, path, view, lambda text: logger.info(f"{model.name}: {text}")
         )
     release()  # from here on, the sources' logs are read afresh (progress, report)
-    query = _start(df, model, plan, places, write, interval, unload_state=expected == 1)
+    partitions = pipeline.shuffle_partitions(model.config)
+    query = _start(df, model, plan, places, write, interval, expected == 1, partitions)
     _wait(query, model, places, monitor, expected)
     return _finish(spark, catalog, model, plan, places, refresh, sink, query, previous, started)
 
@@ -421,28 +423,46 @@ def _dimensions(model: StreamingModel, plan) -> frozenset[str]:
 # stops well before: its stores do that maintenance as the batch commits, instead (Spark's
 # unloadOnCommit), or every run's load would replay one more delta file, for ever.
 UNLOAD_ON_COMMIT = "spark.sql.streaming.stateStore.unloadOnCommit"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"  # config shuffle_partitions (pipeline.py)
 _starting = threading.Lock()  # the setting and the start, together (dbt runs models in threads)
 
 
-def _start(df, model: StreamingModel, plan, places: Places, sink, interval, unload_state: bool):
+def _start(
+    df,
+    model: StreamingModel,
+    plan,
+    places: Places,
+    sink,
+    interval,
+    unload_state: bool,
+    partitions: Optional[int],
+):
     """Start the query: its micro-batches go to `sink` (a ModelSink, or a function that hands
     them to one), its progress to the checkpoint. `unload_state`: its state stores do their
-    maintenance and are unloaded as each batch commits (UNLOAD_ON_COMMIT; the query takes the
-    setting as it starts: Spark runs it in a clone of the session)."""
+    maintenance and are unloaded as each batch commits (UNLOAD_ON_COMMIT); `partitions`: its
+    shuffle partitions if its checkpoint is new (None: the session's). The query takes the
+    settings as it starts (Spark runs it in a clone of the session)."""
     from pyspark.errors import PySparkException
 
     trigger = {"processingTime": interval} if interval else {"availableNow": True}
+    conf = df.sparkSession.conf
     try:
         with _starting:
-            df.sparkSession.conf.set(UNLOAD_ON_COMMIT, "true" if unload_state else "false")
-            return (
-                df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
-                .outputMode(plan.output_mode)
-                .foreachBatch(sink)
-                .trigger(**trigger)
-                .option("checkpointLocation", places.checkpoint)
-                .start()
-            )
+            conf.set(UNLOAD_ON_COMMIT, "true" if unload_state else "false")
+            shuffle = conf.get(SHUFFLE_PARTITIONS)
+            if partitions is not None:
+                conf.set(SHUFFLE_PARTITIONS, str(partitions))
+            try:
+                return (
+                    df.writeStream.queryName(f"dbt_{model.schema}_{model.identifier}")
+                    .outputMode(plan.output_mode)
+                    .foreachBatch(sink)
+                    .trigger(**trigger)
+                    .option("checkpointLocation", places.checkpoint)
+                    .start()
+                )
+            finally:
+                conf.set(SHUFFLE_PARTITIONS, shuffle)
     except PySparkException as exc:
         raise failures.query_failed(
             model.identifier, model.name, places.checkpoint, str(exc)
