@@ -79,7 +79,7 @@ def shuffle_partitions(config: Mapping[str, Any]) -> Optional[int]:
     its checkpoint is new (Spark keeps the count a query started with). For a continuous model
     in a shared runner 1 by default: the runner's many queries are its parallelism, and each
     partition costs every micro-batch a task, a state store's load and commit, and a file
-    (bench/README: append -> commit p50 3.5-3.9 s -> 2.6 s for 20 models on 2 cores); for
+    (bench/README: append -> commit p50 3.6-4.1 s -> 3.1 s for 20 models on 2 cores); for
     others (and in a runner of the model's own, `pipeline: false`) None: the session's
     `spark.sql.shuffle.partitions`."""
     value = config.get("shuffle_partitions")
