@@ -309,8 +309,11 @@ class Monitor:
         breaks a tie between pools with as many running tasks by their names, so under load
         a pool per model served the models in alphabetical order: append -> commit p99 25-30 s
         for the last ones against 6 s with one queue (bench/README). A starting model's backlog
-        keeps its own pool, and the live micro-batches are not queued behind its tasks."""
-        if self.st["ready"] and sc.getLocalProperty(POOL) is not None:
+        keeps its own pool, and the live micro-batches are not queued behind its tasks. Once
+        in the shared pool, a micro-batch asks the JVM nothing (the query's thread stays there)."""
+        if self.st["pool"] == "default":
+            return
+        if self.st["ready"]:
             sc.setLocalProperty(POOL, None)
         self.st["pool"] = sc.getLocalProperty(POOL) or "default"
 
