@@ -107,8 +107,10 @@ class TestSharedRunner(continuous.Base):  # bids seeded; runners killed after th
         wait_for(lambda: rows(table_path(project, "hourly")) == [(ts("2020-04-15 08:00"), 28.0, 7)])
         wait_for(lambda: ("A", 2, 8.0) in rows(table_path(project, "by_item")))
         assert len(rows(table_path(project, "per_unit"))) == 8
-        # caught up, their micro-batches share the runner's pool (runner.Monitor.pool)
-        assert all(self.model_status(project, m)["pool"] == "default" for m in SHARED[:3])
+        # caught up, their micro-batches share the runner's pool (runner.Monitor.pool), those
+        # of the chain's second model the pool that goes first
+        pools = {m: self.model_status(project, m)["pool"] for m in SHARED[:3]}
+        assert pools == {"w10": "default", "by_item": "default", "hourly": "downstream"}, pools
         # one shuffle partition per query in the shared runner, the session's in one's own
         assert shuffle_partitions(project, "w10") == "1"
         assert shuffle_partitions(project, "solo") == DEFAULTS["spark.sql.shuffle.partitions"]

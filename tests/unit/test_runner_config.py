@@ -4,8 +4,10 @@ Spark."""
 import pytest
 
 from dbt.adapters.spark_streaming.errors import StreamingError
+from dbt.adapters.spark_streaming.runtime.continuous.host import Host
 from dbt.adapters.spark_streaming.runtime.continuous.pipeline import shuffle_partitions
 from dbt.adapters.spark_streaming.runtime.continuous.runner import (
+    DOWNSTREAM,
     POOL,
     Monitor,
     processing_time,
@@ -115,6 +117,38 @@ def test_a_model_leaves_its_pool_once_caught_up(tmp_path):
     assert sc.props[POOL] is None and monitor.st["pool"] == "default"
     monitor.pool(sc)
     assert sc.props[POOL] is None and monitor.st["pool"] == "default"
+
+
+def test_a_model_downstream_of_another_goes_first(tmp_path):
+    """The runner sends the micro-batches of a model that streams from another model's table
+    to the DOWNSTREAM pool (host.POOLS: its tasks launch first), the others' to the default."""
+    host = object.__new__(Host)  # its models, without a session or files
+    host.monitors = {}
+    for name, target, sources in [
+        ("s.a", "/w/a", {"/w/src"}),
+        ("s.b", "/w/b", {"/w/a"}),
+        ("s.c", "/w/c", {"/w/b", "/w/src"}),
+        ("s.self", "/w/self", {"/w/self"}),  # its own table: not downstream
+    ]:
+        home = tmp_path / name
+        home.mkdir()
+        monitor = Monitor(str(home), {"model": name})
+        monitor.target, monitor.sources = target, frozenset(sources)
+        host.monitors[name] = monitor
+    host.rank()
+    assert {n: m.shared for n, m in host.monitors.items()} == {
+        "s.a": None,
+        "s.b": DOWNSTREAM,
+        "s.c": DOWNSTREAM,
+        "s.self": None,
+    }
+    b = host.monitors["s.b"]
+    sc = _Context("s.b")
+    b.st["ready"] = True
+    b.pool(sc)
+    assert sc.props[POOL] == DOWNSTREAM and b.st["pool"] == DOWNSTREAM
+    b.pool(sc)
+    assert b.st["pool"] == DOWNSTREAM
 
 
 @pytest.mark.parametrize(

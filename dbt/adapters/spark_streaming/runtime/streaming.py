@@ -228,6 +228,8 @@ def _run(
     a processing-time trigger until `monitor` stops it. `refresh`: where a full refresh builds
     (and an interrupted one is finished)."""
     places = _places(catalog, model, plan, refresh)
+    if monitor is not None:  # the runner's models downstream of others (host.Host.rank)
+        monitor.target, monitor.sources = places.target, frozenset(places.streams.values())
     options = admission.source_options(model.config)  # max_files_per_trigger, starting_version...
     previous = preflight.check_sources_and_state(model, plan, places, options, catalog)
     streams = places.streams

@@ -2,7 +2,7 @@
 
 Every continuous model of a warehouse runs, by default, in one runner (pipeline ``default``):
 one process, one SparkSession (one Spark application on a cluster), one streaming query per
-model, scheduled fairly (Spark's FAIR scheduler, a pool per model). Config `pipeline: <name>`
+model, scheduled fairly (Spark's FAIR scheduler: host.py). Config `pipeline: <name>`
 places a model in the runner of that name (to isolate models or spread them over
 applications); `pipeline: false` gives a model a runner of its own, named after it.
 

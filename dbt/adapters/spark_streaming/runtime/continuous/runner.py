@@ -49,8 +49,10 @@ POLL = 0.5  # seconds between a runner's looks for a model's stop request
 SPEC, STATUS, STOP = "spec.json", "status.json", "stop"
 PROGRESS_EVERY = 4  # polls between asking a running query for its progress
 # The Spark scheduler pool (FAIR, host.py) of the jobs a thread submits: a starting model's
-# (its own, named after it) until its query has caught up, then Spark's "default" pool
+# (its own, named after it) until its query has caught up, then Spark's "default" pool, or
+# DOWNSTREAM for a model that streams from the table of another model of its runner
 POOL = "spark.scheduler.pool"
+DOWNSTREAM = "downstream"
 
 
 def processing_time(config: Mapping[str, Any]) -> Optional[str]:
@@ -301,20 +303,28 @@ class Monitor:
             "pool": None,
         }
         self.stop_requested = False
+        # the model's table and the tables it streams from (set as its run starts), and the
+        # shared pool its micro-batches go to once caught up (None: Spark's default; the
+        # runner sets DOWNSTREAM for a model downstream of another of its models)
+        self.target: Optional[str] = None
+        self.sources: frozenset[str] = frozenset()
+        self.shared: Optional[str] = None
         self.save()
 
     def pool(self, sc) -> None:
         """Called as a micro-batch starts, in the query's thread: once the query has caught up,
-        its jobs go to the runner's shared pool, first come first served. Spark's FAIR scheduler
-        breaks a tie between pools with as many running tasks by their names, so under load
-        a pool per model served the models in alphabetical order: append -> commit p99 25-30 s
-        for the last ones against 6 s with one queue (bench/README). A starting model's backlog
-        keeps its own pool, and the live micro-batches are not queued behind its tasks. Once
-        in the shared pool, a micro-batch asks the JVM nothing (the query's thread stays there)."""
-        if self.st["pool"] == "default":
+        its jobs go to a pool the runner's models share, first come first served: `shared`.
+        Spark's FAIR scheduler breaks a tie between pools with as many running tasks by their
+        names, so under load a pool per model served the models in alphabetical order: append
+        -> commit p99 25-30 s for the last ones against 6 s with one queue (bench/README). A
+        starting model's backlog keeps its own pool, and the live micro-batches are not queued
+        behind its tasks. Once in its shared pool, a micro-batch asks the JVM nothing (the
+        query's thread stays there)."""
+        shared = self.shared or "default"
+        if self.st["pool"] == shared:
             return
         if self.st["ready"]:
-            sc.setLocalProperty(POOL, None)
+            sc.setLocalProperty(POOL, self.shared)
         self.st["pool"] = sc.getLocalProperty(POOL) or "default"
 
     def save(self, **changes: Any) -> None:
