@@ -3,6 +3,7 @@ the catalog binding of the profile's warehouse."""
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from typing import Any, Generator, List, Optional
 
@@ -26,6 +27,19 @@ def profile_spark(creds) -> tuple[str, dict]:
     return creds.master, {**conf, **(creds.server_side_parameters or {})}
 
 
+def spark_log() -> Optional[str]:
+    """Where the JVM's and Spark's output goes: spark.log beside dbt.log (dbt's `--log-path`),
+    or the console with `--debug`."""
+    from dbt.flags import get_flags
+
+    flags = get_flags()
+    path = getattr(flags, "LOG_PATH", None)
+    if getattr(flags, "DEBUG", False) or not path:
+        return None
+    os.makedirs(path, exist_ok=True)
+    return os.path.join(os.path.abspath(path), "spark.log")
+
+
 def session_and_catalog(creds):
     """The Catalog of `creds.warehouse_path` and its SparkSession, which starts on first use
     (`catalog.session`: its `sql` binds the relations a statement reads; runtime/catalog.py).
@@ -36,7 +50,10 @@ def session_and_catalog(creds):
     catalog = _catalogs.get(creds.warehouse_path)
     if catalog is None:
         settings = profile_spark(creds)  # sets the storage environment, which delta-rs reads
-        catalog = Catalog(lambda: get_spark(*settings), creds.warehouse_path, creds.checkpoint_root)
+        log = spark_log()
+        catalog = Catalog(
+            lambda: get_spark(*settings, log=log), creds.warehouse_path, creds.checkpoint_root
+        )
         _catalogs[creds.warehouse_path] = catalog
     return catalog.session, catalog
 

@@ -4,6 +4,7 @@ on the cluster the profile's `master` names, e.g. `spark://host:7077`)."""
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any, Optional
 
 _lock = threading.Lock()
 _spark = None
@@ -103,12 +104,13 @@ def private_directory() -> str:
     return directory
 
 
-def start_forkserver(directory: str) -> None:
+def start_forkserver(directory: str, log: Optional[IO] = None) -> None:
     """Start the fork server for the offsets process of the streaming queries this process's
     session will run (runtime/workerpath/spark_streaming_forkserver.py: ~0.15-0.2 s less per query
     start), its socket in `directory`, and give the socket to the JVM (started next) in the
     environment. It ends with this process. `DBT_SPARK_STREAMING_FORKSERVER=off` in the
-    environment turns it off."""
+    environment turns it off. `log`: a file for its output and its children's (else the
+    console)."""
     global _forkserver
     if os.environ.get(FORKSERVER_ENV) == "off":
         return
@@ -118,17 +120,34 @@ def start_forkserver(directory: str) -> None:
         return
     # PySpark gives its Python processes PYTHONHASHSEED (0 unless set): the server's must match
     env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
-    _forkserver = subprocess.Popen(forkserver_command(path), stdin=subprocess.PIPE, env=env)
+    _forkserver = subprocess.Popen(
+        forkserver_command(path), stdin=subprocess.PIPE, env=env, stdout=log, stderr=log
+    )
     atexit.register(_forkserver.stdin.close)  # it stops when its standard input closes
     os.environ[FORKSERVER_ENV] = path
 
 
-def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
+def quiet(log: str) -> IO:
+    """Send py4j's logging (its traceback after an error raised in a foreachBatch call, which
+    Spark reports again as the query's failure) to the file `log`, and return it open for the
+    output of the processes the session starts."""
+    out = open(log, "ab")
+    handler = logging.FileHandler(log)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    py4j = logging.getLogger("py4j")
+    py4j.addHandler(handler)
+    py4j.propagate = False
+    return out
+
+
+def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None, log: str | None = None):
     """Create (once) and return the SparkSession, with the Delta source registered.
 
     The catalog is in-memory; its managed-table directory is in a private temp dir (removed at
     exit, with the fork server's socket) because the Delta data itself lives under the
-    profile's `warehouse_path`."""
+    profile's `warehouse_path`. `log`: a file for the output of the JVM (Spark's logging, the
+    JVM's warnings), of the Python processes it and the fork server start, and of py4j, instead
+    of this process's console (None: the console, as a runner's, whose console is its log)."""
     global _spark
     with _lock:
         if _spark is not None:
@@ -146,13 +165,23 @@ def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         _put_first_on_pythonpath(WORKER_PATH)
-        start_forkserver(private)
+        if master.startswith("local"):
+            # an embedded session's driver needs no other address than the loopback one; Spark
+            # warns at each start where the host's name resolves to it
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        out = quiet(log) if log else None
+        start_forkserver(private, out)
+        from pyspark import SparkConf, SparkContext
+        from pyspark.java_gateway import launch_gateway
         from pyspark.sql import SparkSession
 
-        builder = SparkSession.builder.master(master).appName("dbt-spark-streaming")
-        for key, value in settings.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+        spark_conf = SparkConf().setMaster(master).setAppName("dbt-spark-streaming")
+        spark_conf.setAll([(k, str(v)) for k, v in settings.items()])
+        gateway = launch_gateway(spark_conf, {"stdout": out, "stderr": out}) if out else None
+        SparkContext(conf=spark_conf, gateway=gateway)
+        if out is not None:
+            out.close()  # the JVM and the fork server have their own
+        spark = SparkSession.builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         from ..delta.source import DeltaSource
 
