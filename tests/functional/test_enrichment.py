@@ -1,5 +1,5 @@
-"""A stream-to-table enrichment join (seed 002, "Joining streams to tables"): a streaming
-model joins a stream of orders with a `table` model of products listed in config
+"""A stream-to-table enrichment join (Calcite's streaming SQL, "Joining streams to tables"): a
+streaming model joins a stream of orders with a `table` model of products listed in config
 `dimensions`. Each micro-batch joins the products as they are when it runs: orders read
 after a price change get the new price, rows already written keep the old one."""
 

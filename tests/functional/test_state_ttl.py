@@ -63,7 +63,8 @@ class TestStateTtl:
         assert run_dbt(["test"])[0].status == "pass"
 
         # Idle longer than the TTL: Mary's partials expired, so her next click starts afresh
-        # (seed 001); Bob's expired partials are deleted though his row stays; Liz is new.
+        # (Flink's idle state retention); Bob's expired partials are deleted though his row
+        # stays; Liz is new.
         updated = max(
             DeltaTable(os.path.join(out, "_dbt_streaming", "partials"))
             .to_pyarrow_table()

@@ -355,7 +355,7 @@ def test_session_table(spark, session_bids, partition, ends):
     assert got == expected
 
 
-# Window Top-N and deduplication (FLIP-145 "Window TopN"; seed 004 has no result table for
+# Window Top-N and deduplication (FLIP-145 "Window TopN"; FLIP-145 has no result table for
 # them, so these are hand-computed from its Bid rows and windows).
 def topn_sql(tvf: str, order: str, where: str, partition: str = "window_start, window_end") -> str:
     return (

@@ -1,7 +1,7 @@
-"""upsert_table through `dbt run`: the seed 001 click example (table and changelog exactly),
-then seeded random inserts over several runs for each updating shape. After every run the
-table equals the query run by Spark in batch over all input so far, replaying the changelog
-reproduces the table, and snapshot_equivalence passes."""
+"""upsert_table through `dbt run`: the click example of Flink's Streaming Concepts (table and
+changelog exactly), then seeded random inserts over several runs for each updating shape. After
+every run the table equals the query run by Spark in batch over all input so far, replaying the
+changelog reproduces the table, and snapshot_equivalence passes."""
 
 import random
 from datetime import datetime, timezone
@@ -65,8 +65,8 @@ def append_clicks(path: str, clicks: list[tuple[str, str, str]]) -> None:
 
 
 class TestClicksExample:
-    """Seed 001, "Continuous Non-Windowed Query": one click per Delta version, `dbt run` after
-    each."""
+    """Flink's Streaming Concepts, "Continuous Non-Windowed Query": one click per Delta version,
+    `dbt run` after each."""
 
     @pytest.fixture(scope="class")
     def models(self):
@@ -333,10 +333,10 @@ def test_crash_then_rerun(tmp_path, fault, config):
 
 
 class TestPipelineOfUpsertTables:
-    """Seed 000's pipeline of dynamic tables: clicks -> clicks per user (upsert_table) -> users
-    per click count (an upsert_table over it, from its changelog with retractions applied).
-    Random clicks over several runs; after each, the downstream table equals its SQL run in
-    batch over the upstream table, and the changelogs replay."""
+    """Flink's "Relational Queries on Data Streams", a pipeline of dynamic tables: clicks -> clicks
+    per user (upsert_table) -> users per click count (an upsert_table over it, from its changelog
+    with retractions applied). Random clicks over several runs; after each, the downstream table
+    equals its SQL run in batch over the upstream table, and the changelogs replay."""
 
     @pytest.fixture(scope="class")
     def models(self):

@@ -1,7 +1,7 @@
 """Window joins through `dbt run`.
 
 The first class runs the window join example of Flink's documentation (docs/dev/table/sql/
-queries/window-join.md: LeftTable / RightTable, FULL JOIN on 5-minute TUMBLE windows; seed 004
+queries/window-join.md: LeftTable / RightTable, FULL JOIN on 5-minute TUMBLE windows; FLIP-145
 describes window joins but has no example table) and pins Spark's rule for a streaming window
 join (sql/oracle.py) with hand-computed rows. The second class joins seeded random streams,
 out of order within the watermark delay, appended over several `dbt run`s: after every run

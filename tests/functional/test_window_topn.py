@@ -3,7 +3,7 @@ BY window_start, window_end ...) filtered by the rank) over TUMBLE, HOP and CUMU
 over window aggregates, through `dbt run`.
 
 The first class runs the window Top-N example of Flink's documentation (docs/dev/table/sql/
-queries/window-topn.md: the top 3 suppliers by SUM(price) per 10-minute window; seed 004
+queries/window-topn.md: the top 3 suppliers by SUM(price) per 10-minute window; FLIP-145
 describes window Top-N but has no example table) and a RANK over the same bids, in batch and in
 streaming, with a late row. The others append a seeded random event stream, out of order within
 the watermark delay, in several Delta versions with `dbt run` after each: after every run each

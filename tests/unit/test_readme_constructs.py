@@ -83,7 +83,7 @@ EXAMPLES = {
         "SELECT item, bidtime, SUM(price) OVER w (RANGE INTERVAL '10' MINUTE PRECEDING) AS s "
         "FROM a.bids WINDOW w AS (ORDER BY bidtime PARTITION BY item)"
     ),
-    "a ranking without a bound (seed 001's RANK() OVER (ORDER BY lastAction) over an aggregate)": (
+    "a ranking without a bound (RANK() OVER (ORDER BY lastAction) over an aggregate)": (
         "SELECT item, RANK() OVER (ORDER BY last) AS r FROM "
         "(SELECT item, MAX(bidtime) AS last FROM a.bids GROUP BY item)"
     ),

@@ -222,7 +222,8 @@ def test_named_windows_refused(sql, words):
 
 @pytest.mark.parametrize("materialization", ["streaming_view", "upsert_table"])
 def test_an_unbounded_ranking_over_an_aggregate_is_its_own_error(materialization):
-    """Seed 001's "Computing Updates" query: no bound, so every update re-ranks the rows."""
+    """Flink's Streaming Concepts' "Computing Updates" query: no bound, so every update re-ranks the
+    rows."""
     with pytest.raises(SqlError) as info:
         plan(
             "SELECT product, RANK() OVER (ORDER BY last) AS r FROM "

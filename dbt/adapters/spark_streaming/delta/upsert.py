@@ -4,7 +4,7 @@ copy-on-write MERGE, in the dbt process for a small batch, else as Spark jobs on
 A micro-batch of an updating query holds the new version of every key it changed (Spark's
 update mode), with a boolean ``keep`` column when the query has HAVING (False: the key no
 longer qualifies). Each new row is matched with the table's current row of its key (NULL
-keys match NULL keys), and the changes follow, in the retract encoding of seed 001:
+keys match NULL keys), and the changes follow, in the retract encoding of Flink's retract streams:
 
     new key, kept ........................ +I new
     existing key, kept, values changed ... -U old, +U new

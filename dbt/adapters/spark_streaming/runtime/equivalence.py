@@ -1,5 +1,6 @@
 """Snapshot equivalence: a streaming model's Delta table equals its query run in batch over
-the input it has consumed (seed 001), and the input rows it dropped as late, listed.
+the input it has consumed (Flink's Streaming Concepts), and the input rows it dropped as late,
+listed.
 
 The model's commits record, per micro-batch, the source versions read so far and the batch's
 watermark (runtime/sink.py). From them the oracle reads each source as of the last
@@ -12,7 +13,7 @@ FLOAT and DOUBLE columns are compared within a tolerance, every other type exact
 included): the stream adds partial sums in another order than the batch query
 (runtime/tolerance.py).
 
-With `state_ttl`, a key whose partials expired starts afresh (seed 001, idle state
+With `state_ttl`, a key whose partials expired starts afresh (Flink's idle state
 retention), so its row aggregates only what came after: by design it differs from the batch
 query. Its changes are marked `_restarted` in the changelog, and such keys are left out of
 the comparison on both sides (the summary counts them).

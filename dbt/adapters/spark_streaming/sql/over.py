@@ -246,8 +246,8 @@ RANKINGS = (exp.Rank, exp.DenseRank, exp.RowNumber, exp.PercentRank, exp.CumeDis
 def refuse_unbounded_ranking(tree: exp.Expr) -> None:
     """SSV174 for a ranking in the outer SELECT (``SELECT user, RANK() OVER (ORDER BY
     lastAction) FROM (... GROUP BY user)``): nothing bounds it, so one new row re-ranks every
-    row below it (seed 001, "Computing Updates"). A Top-N (the ranking filtered by ``<= N`` in
-    an outer query) is recognised before this, by the compiler."""
+    row below it (Flink's Streaming Concepts, "Computing Updates"). A Top-N (the ranking
+    filtered by ``<= N`` in an outer query) is recognised before this, by the compiler."""
     if not isinstance(tree, exp.Select):
         return
     for item in tree.expressions:
@@ -257,8 +257,7 @@ def refuse_unbounded_ranking(tree: exp.Expr) -> None:
                     "SSV174",
                     f"{window.this.sql()} OVER (...) ranks every row of the result, unbounded",
                     "as a stream, one new or changed row changes the rank of every row below "
-                    "it, so each update rewrites a large part of the table (seed 001, "
-                    '"Computing Updates")',
+                    "it, so each update rewrites a large part of the table",
                     "Keep only the top N: SELECT * FROM (SELECT ..., RANK() OVER (...) AS r "
                     "FROM ...) WHERE r <= N, as an upsert_table over a GROUP BY, or over the "
                     "rows or aggregate of a window TVF (a window Top-N); or rank in a batch "

@@ -3,7 +3,7 @@
 An upsert_table's rows are updated and deleted, so a stream cannot read the table itself; its
 changelog (``<table>_changelog``: the rows, ``_op`` in ``+I -U +U -D``) is append-only. An
 aggregate over the upsert table is maintained from the changelog by counting each change with
-a sign, +1 for ``+I``/``+U`` and -1 for ``-U``/``-D`` (seed 001's retract stream)::
+a sign, +1 for ``+I``/``+U`` and -1 for ``-U``/``-D`` (Flink's retract stream)::
 
     SELECT cnt, COUNT(*) AS users, SUM(x) AS total FROM analytics.clicks_per_user GROUP BY cnt
 

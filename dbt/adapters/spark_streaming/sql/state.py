@@ -2,8 +2,8 @@
 
 **Bounds** (``check_joins``, ``unbounded_aggregate``). Spark keeps state for stateful
 operators. A window aggregate, window Top-N, window join or SESSION drops a window's state when
-the watermark passes its end: bounded. Two other shapes grow forever with their keys (seed 000,
-"Bounding memory requirements"):
+the watermark passes its end: bounded. Two other shapes grow forever with their keys (Flink's
+"Relational Queries on Data Streams", "Bounding memory requirements"):
 
 - a non-window aggregate (GROUP BY, SELECT DISTINCT, deduplication), one aggregate per key;
 - a join of two streams without a window, every row of both sides.
@@ -19,7 +19,7 @@ state: the stream only projects each row's group keys and aggregate arguments, a
 micro-batch merges its partial aggregates with those stored, per key, in a Delta table
 beside the result (runtime/partials.py). That table is storage, not streaming state; a key
 whose partials were not updated for ``state_ttl`` (processing time) starts afresh, as in
-Flink's idle state retention (seed 001)::
+Flink's idle state retention (Flink's Streaming Concepts)::
 
     stream         SELECT <group keys> AS __k0.., <aggregate arguments> AS __a0.. FROM ... WHERE ...
     PARTIAL_SQL    SELECT __k0.., <partial>(__a0) AS __p0.. FROM <batch> GROUP BY __k0..
