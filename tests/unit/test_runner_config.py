@@ -123,24 +123,31 @@ def test_a_model_downstream_of_another_goes_first(tmp_path):
     """The runner sends the micro-batches of a model that streams from another model's table
     to the DOWNSTREAM pool (host.POOLS: its tasks launch first), the others' to the default."""
     host = object.__new__(Host)  # its models, without a session or files
-    host.monitors = {}
-    for name, target, sources in [
-        ("s.a", "/w/a", {"/w/src"}),
-        ("s.b", "/w/b", {"/w/a"}),
-        ("s.c", "/w/c", {"/w/b", "/w/src"}),
-        ("s.self", "/w/self", {"/w/self"}),  # its own table: not downstream
+    host.monitors, host.threads = {}, {}
+    for name, target, sources, running in [
+        ("s.a", "/w/a", {"/w/src"}, True),
+        ("s.b", "/w/b", {"/w/a"}, True),
+        ("s.c", "/w/c", {"/w/b/_dbt_streaming/changelog", "/w/src"}, True),  # b's changelog
+        ("s.self", "/w/self", {"/w/self"}, True),  # its own table: not downstream
+        ("s.ab", "/w/ab", {"/w/a_b"}, True),  # a table whose name starts with a's
+        ("s.gone", "/w/gone", {"/w/src"}, False),  # stopped
+        ("s.d", "/w/d", {"/w/gone"}, True),  # reads the stopped one's table
     ]:
         home = tmp_path / name
         home.mkdir()
         monitor = Monitor(str(home), {"model": name})
         monitor.target, monitor.sources = target, frozenset(sources)
         host.monitors[name] = monitor
+        host.threads[name] = type("Thread", (), {"is_alive": lambda self, r=running: r})()
     host.rank()
     assert {n: m.shared for n, m in host.monitors.items()} == {
         "s.a": None,
         "s.b": DOWNSTREAM,
         "s.c": DOWNSTREAM,
         "s.self": None,
+        "s.ab": None,
+        "s.gone": None,
+        "s.d": None,
     }
     b = host.monitors["s.b"]
     sc = _Context("s.b")

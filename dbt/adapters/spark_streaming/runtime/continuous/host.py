@@ -216,11 +216,24 @@ class Host:
 
     def rank(self) -> None:
         """Send the micro-batches of each model that streams from the table of another model
-        here to the DOWNSTREAM pool (runner.Monitor.pool)."""
-        written = {m.target: name for name, m in self.monitors.items() if m.target}
-        for name, monitor in self.monitors.items():
-            upstream = any(written.get(t, name) != name for t in monitor.sources)
-            monitor.shared = runner.DOWNSTREAM if upstream else None
+        running here (or from its changelog, which is inside its table's directory) to the
+        DOWNSTREAM pool (runner.Monitor.pool)."""
+        monitors = list(self.monitors.items())  # model threads add to it
+        written = [
+            (name, m.target)
+            for name, m in monitors
+            if m.target and name in self.threads and self.threads[name].is_alive()
+        ]
+
+        def upstream(name: str, source: str) -> bool:
+            return any(
+                other != name and (source == target or source.startswith(f"{target}/"))
+                for other, target in written
+            )
+
+        for name, monitor in monitors:
+            downstream = any(upstream(name, source) for source in monitor.sources)
+            monitor.shared = runner.DOWNSTREAM if downstream else None
 
     def stop_all(self) -> None:
         self.stopping = True
@@ -241,7 +254,7 @@ class Host:
                 return
             starting = starting or bool(waiting)
             self.rank()
-            started = all(m.st["ready"] for m in self.monitors.values())
+            started = all(m.st["ready"] for m in list(self.monitors.values()))
             if self.collects and (starting and started or time.time() - collected > COLLECT_EVERY):
                 self.spark._jvm.System.gc()  # a concurrent collection (RUNNER_JAVA_OPTIONS)
                 collected, starting = time.time(), False
