@@ -132,12 +132,40 @@ def quiet(log: str) -> IO:
     Spark reports again as the query's failure) to the file `log`, and return it open for the
     output of the processes the session starts."""
     out = open(log, "ab")
-    handler = logging.FileHandler(log)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     py4j = logging.getLogger("py4j")
-    py4j.addHandler(handler)
+    if not any(getattr(h, "baseFilename", None) == os.path.abspath(log) for h in py4j.handlers):
+        handler = logging.FileHandler(log)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        py4j.addHandler(handler)
     py4j.propagate = False
     return out
+
+
+def _start(master: str, settings: dict[str, Any], out: Optional[IO]):
+    """The SparkSession of `master` and `settings`, its JVM's output to `out` (else the
+    console), or the process's running one."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    local_ip = os.environ.get("SPARK_LOCAL_IP")
+    if master.startswith("local") and local_ip is None:
+        # an embedded session's driver needs no other address than the loopback one (Spark
+        # warns at each start where the host's name resolves to it); for the JVM only, not for
+        # other processes this one starts later
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    try:
+        if out is not None and SparkContext._gateway is None:  # else a context runs already
+            conf = SparkConf().setMaster(master).setAll([(k, str(v)) for k, v in settings.items()])
+            popen = {"stdout": out, "stderr": out}  # pyspark's hook for the JVM's output
+            SparkContext._ensure_initialized(gateway=launch_gateway(conf, popen))
+        builder = SparkSession.builder.master(master).appName("dbt-spark-streaming")
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+    finally:
+        if master.startswith("local") and local_ip is None:
+            os.environ.pop("SPARK_LOCAL_IP", None)
 
 
 def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None, log: str | None = None):
@@ -165,23 +193,20 @@ def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None, log:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         _put_first_on_pythonpath(WORKER_PATH)
-        if master.startswith("local"):
-            # an embedded session's driver needs no other address than the loopback one; Spark
-            # warns at each start where the host's name resolves to it
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         out = quiet(log) if log else None
-        start_forkserver(private, out)
-        from pyspark import SparkConf, SparkContext
-        from pyspark.java_gateway import launch_gateway
-        from pyspark.sql import SparkSession
-
-        spark_conf = SparkConf().setMaster(master).setAppName("dbt-spark-streaming")
-        spark_conf.setAll([(k, str(v)) for k, v in settings.items()])
-        gateway = launch_gateway(spark_conf, {"stdout": out, "stderr": out}) if out else None
-        SparkContext(conf=spark_conf, gateway=gateway)
-        if out is not None:
-            out.close()  # the JVM and the fork server have their own
-        spark = SparkSession.builder.getOrCreate()
+        try:
+            if _forkserver is None:
+                start_forkserver(private, out)
+            spark = _start(master, settings, out)
+        except Exception as exc:
+            if log is None:
+                raise
+            with open(log, errors="replace") as fh:
+                tail = " | ".join(ln.strip() for ln in fh.read().splitlines()[-5:])
+            raise RuntimeError(f"Spark did not start; its output is in {log}: {tail}") from exc
+        finally:
+            if out is not None:
+                out.close()  # the JVM and the fork server have their own
         spark.sparkContext.setLogLevel("ERROR")
         from ..delta.source import DeltaSource
 
