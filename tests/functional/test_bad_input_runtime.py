@@ -49,6 +49,7 @@ MODELS = {
     "m_over": (PLAIN, "src_over"),  # source overwritten and vacuumed
     "m_skip": (SKIPPING, "src_skip"),  # skip_change_commits; OPTIMIZE
     "m_file": (PLAIN, "src_file"),  # a data file deleted before it was read
+    "m_log": (PLAIN, "src_log"),  # versions removed from the log before they were read
     "m_ckpt": (PLAIN, "src_ckpt"),  # checkpoint files truncated or deleted
     "m_ro": (PLAIN, "src_ro"),  # table directory on a read-only file system
     "m_full": (PLAIN, "src_full"),  # table directory on a full file system
@@ -248,6 +249,23 @@ class TestSourcesAndCheckpoints:
         assert rows(table_path(project, "m_file")) == kept + [
             (T0 + timedelta(minutes=72), "A", 4.5)
         ]
+
+    def test_versions_gone_from_the_source_log(self, project, built):
+        src = table_path(project, "src_log")
+        # a short log retention on the source: the checkpoints delta-rs makes as it commits
+        # remove the commits of the versions the model has still to read
+        DeltaTable(src).alter.set_table_properties(
+            {"delta.checkpointInterval": "2", "delta.logRetentionDuration": "interval 0 seconds"}
+        )
+        for minute in (100, 101, 102, 103):
+            write_deltalake(src, bids([minute], price=6.0), mode="append")
+        assert not os.path.exists(os.path.join(src, "_delta_log", f"{2:020d}.json"))
+        before = snapshot(project, "m_log")
+        fails("m_log", "SSD404", "version 2 of source table", "--full-refresh", "logRetention")
+        assert snapshot(project, "m_log") == before
+        run_dbt(["run", "-s", "m_log", "--full-refresh"])  # the table as it is now
+        assert rows(table_path(project, "m_log")) == plain_rows(src)
+        assert len(rows(table_path(project, "m_log"))) == 10
 
     # Damaged checkpoints
 

@@ -36,7 +36,7 @@ def test_commit_with_cdc_files_is_read_by_load_cdf(tmp_path):
     assert cdf.enabled(DeltaTable(path))
     # version 1: inserts only, no cdc files (readers take the adds as inserts)
     first = write(pa.table({"k": ["a", "b"], "n": [1, 2]}), path, SCHEMA, "part-00000-")
-    cdf.commit(path, 1, {"add": first}, ("app", 0), {"meta": "{}"})
+    cdf.commit(path, 1, {"add": first}, ("app", 0), {"meta": "{}"}, {})
     # version 2: a updated, b deleted: the file is rewritten, the changes in a cdc file
     second = write(pa.table({"k": ["a"], "n": [5]}), path, SCHEMA, "part-00001-")
     changes = pa.table({"k": ["a", "a", "b"], "n": [1, 5, 2], "_op": ["-U", "+U", "-D"]})
@@ -47,7 +47,7 @@ def test_commit_with_cdc_files_is_read_by_load_cdf(tmp_path):
         "cdc-app-00001-",
     )
     actions = {"add": second, "remove": [first[0]["path"]], "cdc": cdc}
-    cdf.commit(path, 2, actions, ("app", 1), {"meta": json.dumps({"batch_id": 1})})
+    cdf.commit(path, 2, actions, ("app", 1), {"meta": json.dumps({"batch_id": 1})}, {})
     table = DeltaTable(path)
     assert table.version() == 2 and table.transaction_version("app") == 1
     assert table.history(1)[0]["meta"] == '{"batch_id": 1}'
@@ -61,7 +61,7 @@ def test_commit_with_cdc_files_is_read_by_load_cdf(tmp_path):
         (2, "update_preimage", "a", 1),
     ]
     with pytest.raises(FileExistsError):  # a version is written once
-        cdf.commit(path, 2, {"add": second}, ("app", 1), {})
+        cdf.commit(path, 2, {"add": second}, ("app", 1), {}, {})
     # change_files: the cdc file of version 2; the add of version 1 as inserts
     log = tmp_path / "t" / "_delta_log"
     files = change_files(path, (log / f"{2:020d}.json").read_text())
@@ -99,9 +99,38 @@ def test_every_100th_version_gets_a_checkpoint(tmp_path):
     DeltaTable.create(path, schema=SCHEMA, configuration={cdf.PROPERTY: "true"})
     rows = write(pa.table({"k": ["a"], "n": [1]}), path, SCHEMA, "part-00000-")
     for version in range(1, cdf.CHECKPOINT_INTERVAL + 1):
-        cdf.commit(path, version, {"add": rows} if version == 1 else {}, ("app", version), {})
+        cdf.commit(path, version, {"add": rows} if version == 1 else {}, ("app", version), {}, {})
     log = tmp_path / "t" / "_delta_log"
     assert (log / f"{cdf.CHECKPOINT_INTERVAL:020d}.checkpoint.parquet").exists()
     table = DeltaTable(path)
     assert table.version() == 100 and table.transaction_version("app") == 100
     assert table.to_pyarrow_table().to_pylist() == [{"k": "a", "n": 1}]
+
+
+def test_the_tables_log_settings_checkpoint_and_clean_it(tmp_path):
+    """delta.checkpointInterval and delta.logRetentionDuration of the table, as delta-rs's own
+    commits follow them: a checkpoint every 3 versions here, and the log before the last one
+    older than the retention (none here) removed; the table reads the same."""
+    path = str(tmp_path / "t")
+    config = {"delta.checkpointInterval": "3", "delta.logRetentionDuration": "interval 0 seconds"}
+    DeltaTable.create(path, schema=SCHEMA, configuration={cdf.PROPERTY: "true", **config})
+    config = DeltaTable(path).metadata().configuration
+    for version in range(1, 8):
+        rows = write(pa.table({"k": [str(version)], "n": [version]}), path, SCHEMA, f"p{version}-")
+        cdf.commit(path, version, {"add": rows}, ("app", version), {}, config)
+    log = sorted(p.name for p in (tmp_path / "t" / "_delta_log").iterdir())
+    # (the checkpoint of version 3 was made, then expired with the commits before version 6)
+    assert log == [f"{6:020d}.checkpoint.parquet", f"{6:020d}.json", f"{7:020d}.json"] + [
+        "_last_checkpoint"
+    ], log
+    table = DeltaTable(path)
+    assert table.version() == 7 and table.transaction_version("app") == 7
+    assert sorted(table.to_pyarrow_table().column("n").to_pylist()) == list(range(1, 8))
+    # off: checkpoints, no cleanup
+    path = str(tmp_path / "kept")
+    off = {**config, "delta.enableExpiredLogCleanup": "false"}
+    DeltaTable.create(path, schema=SCHEMA, configuration=off)
+    for version in range(1, 7):
+        cdf.commit(path, version, {}, ("app", version), {}, off)
+    log = sorted(p.name for p in (tmp_path / "kept" / "_delta_log").iterdir())
+    assert f"{6:020d}.checkpoint.parquet" in log and f"{1:020d}.json" in log, log

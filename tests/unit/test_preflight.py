@@ -177,3 +177,25 @@ def test_column_sources(tmp_path, written, sources, words):
     write_deltalake(table, pa.table({"k": ["a"], "total": [1.0]}))
     got = preflight.column_sources(table, pa.schema(written))
     assert got == (None if sources is None else (sources, words))
+
+
+def test_a_version_gone_from_the_log_is_its_own_error(tmp_path):
+    """A source written by delta-rs with a short log retention: its post-commit checkpoint
+    removes the expired versions' commits; a stream that stopped before them cannot read them
+    (SSD404), while the table itself stays readable from its checkpoint."""
+    path = str(tmp_path / "src")
+    retention = {
+        "delta.checkpointInterval": "2",
+        "delta.logRetentionDuration": "interval 0 seconds",
+    }
+    write_deltalake(path, pa.table({"n": [0]}), configuration=retention)
+    for n in range(1, 6):
+        write_deltalake(path, pa.table({"n": [n]}), mode="append")
+    log = sorted(os.listdir(os.path.join(path, "_delta_log")))
+    assert "00000000000000000001.json" not in log and "00000000000000000005.json" in log, log
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 6
+    with pytest.raises(StreamingError) as info:
+        added_files(path, 0, 5)
+    assert info.value.code == "SSD404" and "version 1 of source table" in str(info.value)
+    assert "--full-refresh" in str(info.value) and "logRetentionDuration" in str(info.value)
+    assert [f.path.endswith(".parquet") for f in added_files(path, 4, 5)] == [True]

@@ -20,11 +20,13 @@ post-commit hook would make.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
 import uuid
-from typing import Sequence
+from collections.abc import Mapping
+from typing import Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -86,11 +88,16 @@ def commit(
     actions: dict,
     app: tuple[str, int],
     metadata: dict[str, str],
+    configuration: Mapping[str, Optional[str]],
 ) -> None:
     """Write version `version` of the table at `path`: `actions` {"add": [files], "remove":
     [log paths], "cdc": [files]} (files as writer.write_files returns them, cdc files relative
     to CHANGE_DATA), the app transaction `app` (app id, batch id) and `metadata` in commitInfo.
-    Fails if the version exists."""
+    Fails if the version exists. Then a checkpoint of the log every `delta.checkpointInterval`
+    versions (of the table's `configuration`; delta-rs's rule for its own commits), and the
+    log's expired versions before it removed (`delta.logRetentionDuration`, unless
+    `delta.enableExpiredLogCleanup` is false): reading the log stays flat as versions add up.
+    A failure there is logged, not raised: the version is committed, a later checkpoint will do."""
     now = int(time.time() * 1000)
     lines = [
         {
@@ -120,8 +127,16 @@ def commit(
         join(path, "_delta_log", f"{version:020d}.json"),
         "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines),
     )
-    if version % CHECKPOINT_INTERVAL == 0:
-        DeltaTable(path).create_checkpoint()
+    interval = str(configuration.get("delta.checkpointInterval") or CHECKPOINT_INTERVAL)
+    if not interval.isdigit() or version % max(int(interval), 1) != 0:
+        return
+    try:
+        table = DeltaTable(path, version=version)
+        table.create_checkpoint()
+        if (configuration.get("delta.enableExpiredLogCleanup") or "true").lower() != "false":
+            table.cleanup_metadata()
+    except Exception as exc:  # noqa: BLE001 - the commit stands; the next checkpoint tries again
+        logging.getLogger(__name__).warning(f"{path}: no checkpoint at version {version}: {exc}")
 
 
 def _put_if_absent(uri: str, text: str) -> None:

@@ -111,9 +111,13 @@ def version_files(
     (dataChange: an overwrite, delete, update or MERGE) fails with SSD401, or with
     `skip_change_commits` is passed over whole, its added files too (as Delta's
     skipChangeCommits). A commit that changes no data (OPTIMIZE, compaction: dataChange false)
-    adds nothing to read. With `change_feed`, the files of its changes (change_files)."""
+    adds nothing to read. With `change_feed`, the files of its changes (change_files). SSD404
+    if the log no longer has the version."""
     out = []
-    commit = storage.read_text(storage.join(root, "_delta_log", f"{version:020d}.json"))
+    try:
+        commit = storage.read_text(storage.join(root, "_delta_log", f"{version:020d}.json"))
+    except FileNotFoundError:
+        raise expired_version(root, version) from None
     if change_feed:
         return change_files(root, commit)
     for line in commit.splitlines():
@@ -144,6 +148,23 @@ def change_commit(root: str, version: int):
         f"{version - 1} if the change was a mistake); or set `skip_change_commits: true` on the "
         "model to pass over such versions (the rows they add or remove are not read); or "
         "rebuild the model from the source as it is now with `dbt run --full-refresh`.",
+    )
+
+
+def expired_version(root: str, version: int):
+    """SSD404: version `version` of the source at `root` is no longer in its log."""
+    from ..errors import StreamingError
+
+    return StreamingError(
+        "SSD404",
+        f"version {version} of source table {root} is no longer in its Delta log",
+        "a stream reads a source version by version, and a Delta table's log keeps the "
+        "versions of its last `delta.logRetentionDuration` (30 days by default; older ones are "
+        "removed as the table is checkpointed): the stream has still to read an older one (its "
+        "last run, or its starting_version, is older than that)",
+        "Rebuild the model from the source as it is now: `dbt run --full-refresh -s <model>`. "
+        "For a model that runs less often than that, raise the source's "
+        "delta.logRetentionDuration.",
     )
 
 

@@ -392,7 +392,10 @@ class UpsertCommitter:
         app = (self.app_id, batch_id)
         if cdc:
             actions = {"add": files, "remove": touched, "cdc": cdc}
-            cdf.commit(self.path, table.version() + 1, actions, app, {META_KEY: json.dumps(meta)})
+            config = table.metadata().configuration
+            cdf.commit(
+                self.path, table.version() + 1, actions, app, {META_KEY: json.dumps(meta)}, config
+            )
         else:
             # the log's paths are URL-encoded; delta-rs encodes a remove's path itself
             now = int(time.time() * 1000)
