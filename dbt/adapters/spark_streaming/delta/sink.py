@@ -91,17 +91,26 @@ def last_metadata(path: str) -> dict | None:
     return None
 
 
+class HistoryGone(Exception):
+    """The table's log no longer reaches back to its first commit."""
+
+
 def commit_history(path: str) -> list[dict]:
     """Our metadata of every commit that has it, oldest first, with its table version. From a
     full refresh's swap commit on (delta/swap.py), the rebuild's commits, each with the swap's
-    version, stand for the commits before it."""
-    out = []
-    for entry in reversed(DeltaTable(path).history()):
+    version, stand for the commits before it. HistoryGone if the log no longer has the table's
+    first commit (nor a swap commit): its versions older than `delta.logRetentionDuration` were
+    removed as it was checkpointed."""
+    entries = list(reversed(DeltaTable(path).history()))
+    out, whole = [], bool(entries) and entries[0].get("version") == 0
+    for entry in entries:
         if META_KEY in entry:
             meta, version = json.loads(entry[META_KEY]), entry.get("version")
             if REBUILT in meta:
-                out = [{**m, "table_version": version} for m in meta.pop(REBUILT)]
+                out, whole = [{**m, "table_version": version} for m in meta.pop(REBUILT)], True
             out.append({**meta, "table_version": version})
+    if not whole:
+        raise HistoryGone(path)
     return out
 
 

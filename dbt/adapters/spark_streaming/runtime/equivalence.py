@@ -27,7 +27,7 @@ from typing import Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 
-from ..delta.sink import commit_history
+from ..delta.sink import HistoryGone, commit_history
 from ..delta.source import FORMAT, consumed, latest_version
 from ..errors import StreamingError
 from ..layout import changelog_path, query_path
@@ -42,9 +42,23 @@ SAMPLE_ROWS = 5
 
 
 def _batches(target: str, at_version: Optional[int]) -> list[dict]:
+    try:
+        history = commit_history(target)
+    except HistoryGone:
+        raise StreamingError(
+            "SST506",
+            f"the Delta log of {target} no longer has its first commits",
+            "snapshot equivalence rebuilds the input each micro-batch read, and its watermark, "
+            "from the table's commits, and a Delta log keeps those of its last "
+            "`delta.logRetentionDuration` (30 days by default) once a checkpoint follows them: "
+            "what the first batches read and dropped as late is no longer known, and a batch "
+            "query over a guess could fail a right table",
+            "Rebuild the model (`dbt run --full-refresh -s <model>`) to test it over a whole "
+            "history, or keep the table's log longer (raise its delta.logRetentionDuration).",
+        ) from None
     batches = [
         c
-        for c in commit_history(target)
+        for c in history
         if c.get("batch_id") is not None
         and (at_version is None or c["table_version"] <= at_version)
     ]
