@@ -1,13 +1,18 @@
 """snapshot_equivalence over a table whose Delta log lost its first commits (removed after
-`delta.logRetentionDuration` as the table was checkpointed): the oracle would have to guess
-what the first micro-batches read and dropped as late, and failed a right table; it is SST506."""
+`delta.logRetentionDuration` as the table was checkpointed): our metadata of them is kept beside
+the table (delta/history.py), so the oracle knows what the first micro-batches read and dropped
+as late (it used to guess, and failed a right table). Where that is gone too, it is SST506."""
 
 import os
+import shutil
 import time
 
 import pytest
 from dbt.tests.util import run_dbt
 from deltalake import DeltaTable
+
+from dbt.adapters.spark_streaming.delta.history import KEEP_LOG
+from dbt.adapters.spark_streaming.layout import history_path
 
 from .helpers import append_bids, equivalence_tests, rows, table_path
 from .test_lifecycle import Base
@@ -25,12 +30,13 @@ class TestHistoryGone(Base):
     def models(self):
         return {"per_10min.sql": MODEL, "tests.yml": equivalence_tests(["per_10min"])}
 
-    def test_a_table_whose_first_commits_expired_is_its_own_error(self, project):
+    def test_a_table_whose_first_commits_expired_is_tested_over_its_whole_history(self, project):
         out, bids = table_path(project, "per_10min"), table_path(project, "bids")
         run_dbt(["seed"])
         run_dbt(["run"])
         DeltaTable(out).alter.set_table_properties(
-            {"delta.checkpointInterval": "2", "delta.logRetentionDuration": "interval 5 seconds"}
+            {"delta.checkpointInterval": "2", "delta.logRetentionDuration": "interval 5 seconds"},
+            post_commithook_properties=KEEP_LOG,  # this commit removes nothing
         )
         for n, minute in enumerate([20, 27, 34, 41]):
             # each with a bid for the closed 08:00 window, which the stream drops as late
@@ -42,6 +48,9 @@ class TestHistoryGone(Base):
                 time.sleep(6)  # the commits so far expire; the next checkpoints remove them
         assert not os.path.exists(os.path.join(out, "_delta_log", f"{0:020d}.json"))
         assert (2.0 + 4.0 + 5.0) in [r[2] for r in rows(out)]  # 08:00, no late bid in it
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]
+        # what no log nor our metadata knows any more: the first batches' input is a guess
+        shutil.rmtree(history_path(out))
         (result,) = run_dbt(["test"], expect_pass=False)
         assert result.status == "error" and "SST506" in result.message, result.message
         assert "logRetentionDuration" in result.message

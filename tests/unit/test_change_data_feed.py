@@ -9,6 +9,7 @@ import pytest
 from deltalake import DeltaTable
 
 from dbt.adapters.spark_streaming.delta import cdf
+from dbt.adapters.spark_streaming.delta.history import CHECKPOINT_INTERVAL
 from dbt.adapters.spark_streaming.delta.log import OP, change_files
 from dbt.adapters.spark_streaming.delta.source import _with_op
 from dbt.adapters.spark_streaming.delta.upsert_driver import write
@@ -98,10 +99,10 @@ def test_every_100th_version_gets_a_checkpoint(tmp_path):
     path = str(tmp_path / "t")
     DeltaTable.create(path, schema=SCHEMA, configuration={cdf.PROPERTY: "true"})
     rows = write(pa.table({"k": ["a"], "n": [1]}), path, SCHEMA, "part-00000-")
-    for version in range(1, cdf.CHECKPOINT_INTERVAL + 1):
+    for version in range(1, CHECKPOINT_INTERVAL + 1):
         cdf.commit(path, version, {"add": rows} if version == 1 else {}, ("app", version), {}, {})
     log = tmp_path / "t" / "_delta_log"
-    assert (log / f"{cdf.CHECKPOINT_INTERVAL:020d}.checkpoint.parquet").exists()
+    assert (log / f"{CHECKPOINT_INTERVAL:020d}.checkpoint.parquet").exists()
     table = DeltaTable(path)
     assert table.version() == 100 and table.transaction_version("app") == 100
     assert table.to_pyarrow_table().to_pylist() == [{"k": "a", "n": 1}]

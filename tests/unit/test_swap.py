@@ -7,7 +7,7 @@ import json
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-from dbt.adapters.spark_streaming.delta.sink import META_KEY, commit_history
+from dbt.adapters.spark_streaming.delta.history import META_KEY, commit_history
 from dbt.adapters.spark_streaming.delta.swap import replace_with
 from dbt.adapters.spark_streaming.layout import changelog_path, partials_path
 

@@ -7,6 +7,8 @@ Per table (a Delta table at ``<table>``, usually ``<warehouse>/<schema>/<identif
     <table>/_dbt_streaming/changelog/        an upsert_table's changelog (a Delta table)
     <table>/_dbt_streaming/partials/         a state_ttl model's partial aggregates (a Delta table)
     <table>/_dbt_streaming/queries/<fingerprint>.json   the model's query, as it was run
+    <table>/_dbt_streaming/history/<first>-<last>.json  our metadata of its commits, kept
+                                             beyond the Delta log's retention (delta/history.py)
     <table>/_dbt_streaming/staging/          an incremental MERGE's new rows, while it runs
     <table>/_dbt_view.sql                    a `view` model's SQL (where a table would be)
 
@@ -78,6 +80,11 @@ def queries_path(table: str) -> str:
 def query_path(table: str, fingerprint: str) -> str:
     """The definition of the query with `fingerprint` that built the table at `table`."""
     return os.path.join(queries_path(table), f"{fingerprint}.json")
+
+
+def history_path(table: str) -> str:
+    """Where our metadata of the commits to the table at `table` is kept (delta/history.py)."""
+    return os.path.join(table, TABLE_DIR, "history")
 
 
 def view_path(location: str) -> str:

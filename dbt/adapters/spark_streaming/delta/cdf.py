@@ -20,7 +20,6 @@ post-commit hook would make.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import time
@@ -32,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from .history import tidy
 from .storage import filesystem, is_remote, join
 from .writer import WRITTEN, absolute
 
@@ -44,7 +44,6 @@ CHANGE_TYPES = {
     "+U": "update_postimage",
     "-D": "delete",
 }
-CHECKPOINT_INTERVAL = 100  # delta.checkpointInterval's default
 ENGINE = "dbt-spark-streaming"
 
 
@@ -93,11 +92,10 @@ def commit(
     """Write version `version` of the table at `path`: `actions` {"add": [files], "remove":
     [log paths], "cdc": [files]} (files as writer.write_files returns them, cdc files relative
     to CHANGE_DATA), the app transaction `app` (app id, batch id) and `metadata` in commitInfo.
-    Fails if the version exists. Then a checkpoint of the log every `delta.checkpointInterval`
-    versions (of the table's `configuration`; delta-rs's rule for its own commits), and the
-    log's expired versions before it removed (`delta.logRetentionDuration`, unless
-    `delta.enableExpiredLogCleanup` is false): reading the log stays flat as versions add up.
-    A failure there is logged, not raised: the version is committed, a later checkpoint will do."""
+    Fails if the version exists. Then, every `delta.checkpointInterval` versions (of the
+    table's `configuration`), a checkpoint of the log, our metadata of its commits kept and its
+    expired versions removed (delta/history.py `tidy`): reading the log stays flat as versions
+    add up."""
     now = int(time.time() * 1000)
     lines = [
         {
@@ -127,16 +125,7 @@ def commit(
         join(path, "_delta_log", f"{version:020d}.json"),
         "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines),
     )
-    interval = str(configuration.get("delta.checkpointInterval") or CHECKPOINT_INTERVAL)
-    if not interval.isdigit() or version % max(int(interval), 1) != 0:
-        return
-    try:
-        table = DeltaTable(path, version=version)
-        table.create_checkpoint()
-        if (configuration.get("delta.enableExpiredLogCleanup") or "true").lower() != "false":
-            table.cleanup_metadata()
-    except Exception as exc:  # noqa: BLE001 - the commit stands; the next checkpoint tries again
-        logging.getLogger(__name__).warning(f"{path}: no checkpoint at version {version}: {exc}")
+    tidy(path, version, configuration, checkpoint=True)
 
 
 def _put_if_absent(uri: str, text: str) -> None:

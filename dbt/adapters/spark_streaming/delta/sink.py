@@ -22,11 +22,9 @@ from deltalake import CommitProperties, DeltaTable, Schema, Transaction, write_d
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from ..faults import fault_point
+from .history import KEEP_LOG, META_KEY, tidy
 from .log import add_action_table
 from .writer import WRITTEN, absolute, write_files
-
-REBUILT = "rebuilt"  # a full refresh's swap commit: the rebuild's earlier commits (swap.py)
-META_KEY = "dbt_spark_streaming"  # commitInfo key holding our JSON metadata
 
 
 def create_table(
@@ -75,43 +73,9 @@ def rewrite_columns(path: str, columns: list, added: pa.Schema, metadata: dict) 
         mode="overwrite",
         schema_mode="overwrite",
         commit_properties=CommitProperties(custom_metadata={META_KEY: json.dumps(metadata)}),
+        post_commithook_properties=KEEP_LOG,
     )
     return rows
-
-
-def last_metadata(path: str) -> dict | None:
-    """Our metadata of the most recent commit that has it (None if the table has none)."""
-    if not DeltaTable.is_deltatable(path):
-        return None
-    for entry in DeltaTable(path).history(100):
-        if META_KEY in entry:
-            meta = json.loads(entry[META_KEY])
-            meta.pop(REBUILT, None)
-            return {**meta, "table_version": entry.get("version")}
-    return None
-
-
-class HistoryGone(Exception):
-    """The table's log no longer reaches back to its first commit."""
-
-
-def commit_history(path: str) -> list[dict]:
-    """Our metadata of every commit that has it, oldest first, with its table version. From a
-    full refresh's swap commit on (delta/swap.py), the rebuild's commits, each with the swap's
-    version, stand for the commits before it. HistoryGone if the log no longer has the table's
-    first commit (nor a swap commit): its versions older than `delta.logRetentionDuration` were
-    removed as it was checkpointed."""
-    entries = list(reversed(DeltaTable(path).history()))
-    out, whole = [], bool(entries) and entries[0].get("version") == 0
-    for entry in entries:
-        if META_KEY in entry:
-            meta, version = json.loads(entry[META_KEY]), entry.get("version")
-            if REBUILT in meta:
-                out, whole = [{**m, "table_version": version} for m in meta.pop(REBUILT)], True
-            out.append({**meta, "table_version": version})
-    if not whole:
-        raise HistoryGone(path)
-    return out
 
 
 def add_actions(files: list[dict]) -> list[AddAction]:
@@ -121,10 +85,17 @@ def add_actions(files: list[dict]) -> list[AddAction]:
 
 
 def append_files(path: str, files: list[dict], schema, properties: CommitProperties) -> None:
-    """Commit `files` to the Delta table at `path` as one append (`schema`: the table's)."""
-    DeltaTable(path).create_write_transaction(  # [*...]: delta-rs types it add | remove
-        [*add_actions(files)], mode="append", schema=schema, commit_properties=properties
+    """Commit `files` to the Delta table at `path` as one append (`schema`: the table's),
+    keeping our metadata of its commits beyond the log's retention (delta/history.py)."""
+    table = DeltaTable(path)
+    table.create_write_transaction(  # [*...]: delta-rs types it add | remove
+        [*add_actions(files)],
+        mode="append",
+        schema=schema,
+        commit_properties=properties,
+        post_commithook_properties=KEEP_LOG,
     )
+    tidy(path, table.version() + 1, table.metadata().configuration)
 
 
 def replace_files(path: str, files: list[dict], schema: pa.Schema) -> None:

@@ -105,6 +105,17 @@ def list_dirs(uri: str) -> list[str]:
     return sorted(i.base_name for i in infos if i.type == fs.FileType.Directory)
 
 
+def list_files(uri: str) -> list[str]:
+    """Names of the files directly under `uri`, sorted ([] if there is none)."""
+    if not is_remote(uri):
+        if not os.path.isdir(uri):
+            return []
+        return sorted(n for n in os.listdir(uri) if os.path.isfile(os.path.join(uri, n)))
+    f, path = filesystem(uri)
+    infos = f.get_file_info(fs.FileSelector(path, allow_not_found=True))
+    return sorted(i.base_name for i in infos if i.type == fs.FileType.File)
+
+
 def read_text(uri: str) -> str:
     """The file's text (FileNotFoundError if there is none)."""
     if not is_remote(uri):

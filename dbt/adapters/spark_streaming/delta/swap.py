@@ -8,7 +8,7 @@ or the new ones, never none; a crash before the commit leaves the target as it w
 copies are unreferenced until an attempt commits them). The commit carries the built table's
 last metadata with a `refresh` token, so an attempt that finds the token committed does not
 commit again, and the metadata of the built table's earlier commits (`rebuilt`), so that the
-target's history reads as the rebuild's from that commit on (sink.commit_history). It
+target's history reads as the rebuild's from that commit on (history.commit_history). It
 replaces the table's metadata too, with a new table id: the rebuilt table is another table, as
 a local swap's is, but its versions go on from the old ones, which stay readable (time
 travel; VACUUM reclaims their files).
@@ -32,8 +32,8 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from ..layout import changelog_path, partials_path, queries_path
 from . import storage
+from .history import KEEP_LOG, META_KEY, REBUILT, commit_history, last_metadata
 from .log import add_action_table
-from .sink import META_KEY, REBUILT, commit_history, last_metadata
 from .upsert import BATCH, OP, RESTARTED, VERSION
 
 
@@ -88,6 +88,7 @@ def _replace_files(target: str, built: str, meta: dict, app) -> None:
         commit_properties=CommitProperties(
             custom_metadata={META_KEY: json.dumps(meta)}, app_transactions=app
         ),
+        post_commithook_properties=KEEP_LOG,
     )
 
 

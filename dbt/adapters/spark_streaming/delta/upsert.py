@@ -58,8 +58,9 @@ from ..faults import fault_point
 from ..layout import changelog_path
 from . import cdf
 from . import upsert_driver as driver
+from .history import KEEP_LOG, META_KEY, tidy
 from .pruning import candidate_actions, candidate_files
-from .sink import META_KEY, add_actions, append_files, batch_prefix, remove_orphans, rewrite_columns
+from .sink import add_actions, append_files, batch_prefix, remove_orphans, rewrite_columns
 from .source import FORMAT
 from .upsert_driver import KEEP, SEQ
 from .writer import write_files
@@ -390,12 +391,10 @@ class UpsertCommitter:
         if self.cdf and not self._swept:
             cdf.sweep(cdf.location(self.path), self._cdc(batch_id), cdc)
         app = (self.app_id, batch_id)
+        version, config = table.version() + 1, table.metadata().configuration
         if cdc:
             actions = {"add": files, "remove": touched, "cdc": cdc}
-            config = table.metadata().configuration
-            cdf.commit(
-                self.path, table.version() + 1, actions, app, {META_KEY: json.dumps(meta)}, config
-            )
+            cdf.commit(self.path, version, actions, app, {META_KEY: json.dumps(meta)}, config)
         else:
             # the log's paths are URL-encoded; delta-rs encodes a remove's path itself
             now = int(time.time() * 1000)
@@ -408,7 +407,9 @@ class UpsertCommitter:
                     app_transactions=[Transaction(*app)],
                     custom_metadata={META_KEY: json.dumps(meta)},
                 ),
+                post_commithook_properties=KEEP_LOG,
             )
+            tidy(self.path, version, config)
         self._swept = True
         fault_point("after_delta_commit", batch_id)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..delta.sink import last_metadata
+from ..delta.history import last_metadata
 from ..delta.storage import is_delta
 from .catalog import Catalog
 from .continuous import runner

@@ -27,7 +27,7 @@ from typing import Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 
-from ..delta.sink import HistoryGone, commit_history
+from ..delta.history import HistoryGone, commit_history
 from ..delta.source import FORMAT, consumed, latest_version
 from ..errors import StreamingError
 from ..layout import changelog_path, query_path
@@ -47,14 +47,16 @@ def _batches(target: str, at_version: Optional[int]) -> list[dict]:
     except HistoryGone:
         raise StreamingError(
             "SST506",
-            f"the Delta log of {target} no longer has its first commits",
+            f"the first commits of {target} are no longer known",
             "snapshot equivalence rebuilds the input each micro-batch read, and its watermark, "
-            "from the table's commits, and a Delta log keeps those of its last "
-            "`delta.logRetentionDuration` (30 days by default) once a checkpoint follows them: "
-            "what the first batches read and dropped as late is no longer known, and a batch "
-            "query over a guess could fail a right table",
+            "from the table's commits; its Delta log keeps those of its last "
+            "`delta.logRetentionDuration` (30 days by default) once a checkpoint follows them, "
+            "and the copy the adapter keeps in _dbt_streaming/history has a gap (another writer "
+            "cleaned the log up first, or it was removed): what the first batches read and "
+            "dropped as late is unknown, and a batch query over a guess could fail a right table",
             "Rebuild the model (`dbt run --full-refresh -s <model>`) to test it over a whole "
-            "history, or keep the table's log longer (raise its delta.logRetentionDuration).",
+            "history; commit to a model table with delta-rs's log cleanup off "
+            "(post_commithook_properties=PostCommitHookProperties(cleanup_expired_logs=False)).",
         ) from None
     batches = [
         c

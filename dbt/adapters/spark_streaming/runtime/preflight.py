@@ -35,9 +35,9 @@ from typing import Optional
 
 from .. import layout
 from ..delta import offsets, storage, types
+from ..delta.history import last_metadata
 from ..delta.log import Log, starting_position, table_id
 from ..delta.offsets import Position
-from ..delta.sink import last_metadata
 from ..delta.source import read_change_feed, skip_change_commits
 from ..delta.storage import is_delta
 from ..errors import StreamingError

@@ -195,7 +195,7 @@ def stream_status(catalog) -> list[dict]:
     last batch, input rows/s, watermark, lag behind its sources' latest versions, late rows
     (as Spark counts them, while the runner runs) and last error."""
     from ...delta import storage
-    from ...delta.sink import last_metadata
+    from ...delta.history import last_metadata
     from ...delta.source import latest_version
 
     rows = []

@@ -1,0 +1,164 @@
+"""Our metadata of a model table's commits, kept beside the table so that it outlives the
+Delta log.
+
+Each micro-batch's commit records what it read and its watermark (runtime/sink.py):
+snapshot_equivalence rebuilds each batch's input from them, a model's next run reads the last.
+A Delta log keeps a commit for `delta.logRetentionDuration` (30 days by default) once a
+checkpoint follows it, and whoever cleans the log up knows nothing of what our commits carry. So
+the adapter's commits to a model table are made without delta-rs's cleanup (KEEP_LOG), and every
+`delta.checkpointInterval` versions `tidy` first copies the commits since the last copy into a
+segment, ``<table>/_dbt_streaming/history/<first>-<last>.json``, then removes the expired log
+(unless `delta.enableExpiredLogCleanup` is false). A crash between the two leaves the log; a
+crash before both leaves both for the next checkpoint.
+
+A segment lists every version it covers, with our metadata or null, so a reader tells a whole
+history from one with a gap (the log cleaned up by another writer, such as an OPTIMIZE with
+delta-rs's defaults): `commit_history` raises HistoryGone on a gap. Versions are read from the
+log's file names, not from delta-rs's `history()`, which numbers its entries down from the
+version the DeltaTable was loaded at, also when a commit landed after that.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+
+from deltalake import DeltaTable, PostCommitHookProperties
+
+from ..layout import history_path
+from . import storage
+
+META_KEY = "dbt_spark_streaming"  # commitInfo key holding our JSON metadata
+REBUILT = "rebuilt"  # a full refresh's swap commit: the rebuild's earlier commits (swap.py)
+CHECKPOINT_INTERVAL = 100  # delta.checkpointInterval's default
+KEEP_LOG = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+
+_COMMIT = re.compile(r"(\d{20})\.json")
+_SEGMENT = re.compile(r"(\d{20})-(\d{20})\.json")
+
+
+class HistoryGone(Exception):
+    """Our metadata of the table's commits no longer reaches back to its first commit."""
+
+
+def _commit_meta(path: str, version: int) -> str | None:
+    """Our metadata (JSON text) in the log's commit `version`, or None; FileNotFoundError if
+    the log no longer has it."""
+    text = storage.read_text(storage.join(path, "_delta_log", f"{version:020d}.json"))
+    for line in text.splitlines():
+        if '"commitInfo"' in line:
+            return json.loads(line)["commitInfo"].get(META_KEY)
+    return None
+
+
+def _logged(path: str) -> list[int]:
+    """The versions whose commits the table's log still has, ascending."""
+    log = storage.join(path, "_delta_log")
+    return sorted(int(m[1]) for n in storage.list_files(log) if (m := _COMMIT.fullmatch(n)))
+
+
+def _segments(path: str) -> list[tuple[int, int, str]]:
+    """(first, last, name) of the table's segments, by first version."""
+    found = [(_SEGMENT.fullmatch(n), n) for n in storage.list_files(history_path(path))]
+    return sorted((int(m[1]), int(m[2]), n) for m, n in found if m)
+
+
+def entries(path: str) -> dict[int, str | None]:
+    """Every version known, from the segments and the log, with our metadata (JSON) or None."""
+    out: dict[int, str | None] = {}
+    for _, _, name in _segments(path):
+        text = storage.read_text(storage.join(history_path(path), name))
+        out.update((v, m) for v, m in json.loads(text)["commits"])
+    for version in _logged(path):
+        if version not in out:
+            try:
+                out[version] = _commit_meta(path, version)
+            except FileNotFoundError:  # removed by a cleanup since it was listed
+                pass
+    return out
+
+
+def commit_history(path: str) -> list[dict]:
+    """Our metadata of every commit that has it, oldest first, with its table version. From a
+    full refresh's swap commit on (delta/swap.py), the rebuild's commits, each with the swap's
+    version, stand for the commits before it. HistoryGone if a version from the first (or the
+    last swap commit) on is known neither in the log nor in a segment."""
+    known = entries(path)
+    out, start = [], 0
+    for version in sorted(known):
+        text = known[version]
+        if text is None:
+            continue
+        meta = json.loads(text)
+        if REBUILT in meta:
+            out, start = [{**m, "table_version": version} for m in meta.pop(REBUILT)], version
+        out.append({**meta, "table_version": version})
+    latest = max(known, default=-1)
+    if sum(1 for v in known if v >= start) != latest - start + 1:
+        raise HistoryGone(path)
+    return out
+
+
+def last_metadata(path: str) -> dict | None:
+    """Our metadata of the most recent commit that has it (None if the table has none)."""
+    if not storage.is_delta(path):
+        return None
+    logged = _logged(path)
+    for version in reversed(logged[-100:]):
+        try:
+            meta = _commit_meta(path, version)
+        except FileNotFoundError:
+            continue
+        if meta is not None:
+            return _last(meta, version)
+    # none in the log's last 100 commits (another writer's, or the log cleaned up): all known
+    known = entries(path)
+    for version in sorted(known, reverse=True):
+        if (text := known[version]) is not None:
+            return _last(text, version)
+    return None
+
+
+def _last(meta: str, version: int) -> dict:
+    out = json.loads(meta)
+    out.pop(REBUILT, None)
+    return {**out, "table_version": version}
+
+
+def tidy(
+    path: str, version: int, configuration: Mapping[str, str | None], checkpoint: bool = False
+) -> None:
+    """After the adapter's commit of `version` to the model table at `path` (with the table
+    properties `configuration`): at every `delta.checkpointInterval`-th version, make a
+    checkpoint there if `checkpoint` (delta-rs's commits make their own), copy our metadata of
+    the commits since the last segment into a new one, then remove the expired log. A failure
+    is logged, not raised: the version is committed, a later checkpoint will do."""
+    interval = str(configuration.get("delta.checkpointInterval") or CHECKPOINT_INTERVAL)
+    if not interval.isdigit() or version % max(int(interval), 1) != 0:
+        return
+    try:
+        table = DeltaTable(path, version=version)
+        if checkpoint:
+            table.create_checkpoint()
+        _keep(path, version)
+        if (configuration.get("delta.enableExpiredLogCleanup") or "true").lower() != "false":
+            table.cleanup_metadata()
+    except Exception as exc:  # noqa: BLE001 - the commit stands; the next checkpoint tries again
+        logging.getLogger(__name__).warning(f"{path}: no checkpoint at version {version}: {exc}")
+
+
+def _keep(path: str, upto: int) -> None:
+    """Write the segment of the versions after the last segment's up to `upto`: those the log
+    has (a gap is a gap: commit_history finds it)."""
+    done = max((last for _, last, _ in _segments(path)), default=-1)
+    commits = []
+    for version in (v for v in _logged(path) if done < v <= upto):
+        try:
+            commits.append([version, _commit_meta(path, version)])
+        except FileNotFoundError:
+            pass
+    if commits:
+        name = f"{commits[0][0]:020d}-{upto:020d}.json"
+        storage.write_text(storage.join(history_path(path), name), json.dumps({"commits": commits}))
