@@ -213,6 +213,20 @@ class SparkStreamingAdapter(SparkAdapter):
         }
 
     @available.parse_none
+    def unit_test_query(self, sql: str, model: dict) -> dict:
+        """The SQL of a dbt unit test's actual rows and their columns (runtime/unit.py): `sql`
+        is the unit test's compiled SQL, `model` its node; the tested model's config and the
+        unit test's own (meta `watermark`) come from the manifest."""
+        from .runtime.unit import query
+
+        manifest = self.get_macro_resolver()
+        tested = manifest.nodes[model["tested_node_unique_id"]]  # type: ignore[attr-defined]
+        definition = manifest.unit_tests.get(model["unique_id"])  # type: ignore[attr-defined]
+        meta = definition.config.meta if definition is not None else {}
+        spark, _ = self._session()
+        return query(spark, sql, tested.config.to_dict(omit_none=True), meta.get("watermark"))
+
+    @available.parse_none
     def late_rows_view(self, relation: BaseRelation) -> str:
         """A temp view of the input rows the streaming model dropped as late."""
         from .runtime.equivalence import late_rows_view

@@ -94,22 +94,40 @@ class SourceSchemas(Mapping):
 def compile_model(catalog: Catalog, model: StreamingModel):
     """The model's QueryPlan (sql/), with SQL errors raised as StreamingError."""
     feed = model.config.get("read_change_feed") is True
+    changelogs = upsert.Changelogs(
+        catalog,
+        model.config.get("dimensions"),
+        feed and model.materialization == upsert.UPSERT_TABLE,  # retractions
+    )
+    return compile_sql(
+        model.sql, model.config, model.materialization, SourceSchemas(catalog, feed), changelogs
+    )
+
+
+def compile_sql(
+    sql: str,
+    config: Mapping[str, Any],
+    materialization: str,
+    schemas: Mapping[str, Mapping[str, str]],
+    changelogs: Mapping[str, str],
+    dimensions: list[str] | None = None,
+):
+    """A QueryPlan of `sql` with the model configs that shape it, over relations of `schemas`
+    (`dimensions`: the names of config `dimensions` as the query spells them, if not those)."""
     try:
         return sqlfront.compile_query(
-            model.sql,
-            schemas=SourceSchemas(catalog, feed),
-            watermark_delay=model.config.get("watermark_delay"),
-            materialization=model.materialization,
-            unique_key=upsert.unique_key(model.config),
-            emit_early=upsert.emit_early(model.config, model.materialization),
-            changelogs=upsert.Changelogs(
-                catalog,
-                model.config.get("dimensions"),
-                feed and model.materialization == upsert.UPSERT_TABLE,  # retractions
+            sql,
+            schemas=schemas,
+            watermark_delay=config.get("watermark_delay"),
+            materialization=materialization,
+            unique_key=upsert.unique_key(config),
+            emit_early=upsert.emit_early(config, materialization),
+            changelogs=changelogs,
+            state_ttl=config.get("state_ttl"),
+            constant_domain=upsert.names_config(config, "constant_domain"),
+            dimensions=(
+                upsert.names_config(config, "dimensions") if dimensions is None else dimensions
             ),
-            state_ttl=model.config.get("state_ttl"),
-            constant_domain=upsert.names_config(model.config, "constant_domain"),
-            dimensions=upsert.names_config(model.config, "dimensions"),
         )
     except sqlfront.SqlError as exc:
         raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None

@@ -1,0 +1,131 @@
+"""dbt unit tests (`unit_tests:`) of streaming models: the model's query evaluated in batch over
+the given rows, with the rewrite the snapshot-equivalence oracle uses (sql/oracle.py).
+
+dbt compiles a unit test into the model's SQL with each given input as a CTE in front, named
+``__dbt__cte__<input>`` (a ref's identifier; ``<source>__<table>`` for a source), and leaves to
+the `unit` materialization how to run it. Spark cannot run a window TVF, so here the fixture
+CTEs are taken off, the model's query is compiled by our compiler over them (their columns as
+Spark types them), and the oracle's SQL for what the stream emits is returned with the fixtures
+put back in front: one statement, no temp view (unit tests run in threads).
+
+By default the given rows are a finished input, as Flink's batch mode reads one: all read in one
+micro-batch, none late, and the end of input closes every window. With a watermark (the unit
+test's `config: {meta: {watermark: '<timestamp>'}}`) the result is what a streaming run had
+emitted once its watermark reached that time: the windows that end by then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import StreamingError
+from .model import compile_sql
+from .upsert import UPSERT_TABLE, names_config
+
+FIXTURE = "__dbt__cte__"  # dbt's prefix of an ephemeral relation (BaseRelation)
+STREAMING = ("streaming_view", UPSERT_TABLE)
+END_OF_INPUT_US = 253402300799999999  # 9999-12-31 23:59:59.999999: past every window's end
+NEVER_LATE = "TIMESTAMP_MICROS(-62135596800000000)"  # 0001-01-01: a batch watermark before all
+
+
+def query(spark, sql: str, config: Mapping[str, Any], watermark: Any = None) -> dict:
+    """{'sql': Spark SQL of the unit test's actual rows, 'columns': [[name, type], ...]}, for
+    the unit test's compiled `sql` of a model with `config` (its resolved config)."""
+    materialization = config.get("materialized")
+    if materialization not in STREAMING:  # a batch model: its SQL as it is, as dbt runs it
+        return {"sql": sql, "columns": _columns(spark, sql)}
+    if config.get("read_change_feed") is True:
+        raise StreamingError(
+            "SST507",
+            "a unit test of a read_change_feed model",
+            "the model reads its inputs as Delta change feeds (rows with `_op`, +I/-U/+U/-D), "
+            "which given rows do not describe",
+            "Test it with snapshot_equivalence over its table, or unit test a model over the "
+            "same query without read_change_feed.",
+        )
+    import sqlglot
+    from sqlglot import exp
+
+    from ..sql.dialect import SparkStreaming
+    from ..sql.oracle import LATE_COLUMN
+
+    tree = sqlglot.parse_one(sql, read=SparkStreaming)
+    fixtures, kept = {}, []
+    with_ = tree.args.get("with_")
+    for cte in with_.expressions if with_ is not None else []:
+        if cte.alias_or_name.lower().startswith(FIXTURE):
+            fixtures[cte.alias_or_name.lower()] = cte.this
+        else:
+            kept.append(cte)
+    if with_ is not None:
+        with_.set("expressions", kept)
+        if not kept:
+            tree.set("with_", None)
+    schemas = {
+        name: {
+            f.name: f.dataType.simpleString()
+            for f in spark.sql(f"SELECT * FROM ({body.sql(dialect='spark')}) LIMIT 0").schema.fields
+        }
+        for name, body in fixtures.items()
+    }
+    dimensions = [FIXTURE + d.rpartition(".")[2] for d in names_config(config, "dimensions")]
+    plan = compile_sql(
+        tree.sql(dialect=SparkStreaming), config, materialization, schemas, {}, dimensions
+    )
+    bindings = {name: f"{name}__input" for name in fixtures}
+    emitted = sqlglot.parse_one(
+        plan.emitted_sql(bindings, _watermark_us(watermark)), read=SparkStreaming
+    )
+    ctes = []
+    for name, body in fixtures.items():
+        tagged = f"SELECT *, {NEVER_LATE} AS {LATE_COLUMN} FROM {name}"
+        ctes += [
+            exp.CTE(this=body, alias=exp.TableAlias(this=exp.to_identifier(name))),
+            exp.CTE(
+                this=sqlglot.parse_one(tagged, read="spark"),
+                alias=exp.TableAlias(this=exp.to_identifier(bindings[name])),
+            ),
+        ]
+    own = emitted.args.get("with_")
+    emitted.set("with_", exp.With(expressions=ctes + (own.expressions if own else [])))
+    out = emitted.sql(dialect=SparkStreaming)
+    return {"sql": out, "columns": _columns(spark, out)}
+
+
+def _columns(spark, sql: str) -> list[list[str]]:
+    """The query's columns, [name, Spark type]; SST509 if Spark cannot analyze it."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        fields = spark.sql(sql).schema.fields
+    except AnalysisException as exc:
+        raise StreamingError(
+            "SST509",
+            "the unit test's query does not run over its given rows",
+            str(exc).strip().splitlines()[0],
+            "Give each input the columns the model reads (a column that no given row has is "
+            "NULL of the input table's type; with `format: sql`, select every column).",
+        ) from None
+    return [[f.name, f.dataType.simpleString()] for f in fields]
+
+
+def _watermark_us(watermark: Any) -> int:
+    """The unit test's watermark as microseconds since the epoch (none: the end of input)."""
+    if watermark is None:
+        return END_OF_INPUT_US
+    from datetime import datetime, timezone
+
+    try:
+        at = datetime.fromisoformat(str(watermark))
+    except ValueError:
+        raise StreamingError(
+            "SST508",
+            f"the unit test's watermark {watermark!r} is not a timestamp",
+            "meta `watermark` says up to which event time the stream has emitted",
+            "Write it as 'YYYY-MM-DD HH:MM:SS' (UTC), e.g. watermark: '2020-04-15 08:10:00'.",
+        ) from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=timezone.utc)
+    delta = at - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
