@@ -3,6 +3,7 @@
 the table (delta/history.py), so the oracle knows what the first micro-batches read and dropped
 as late (it used to guess, and failed a right table). Where that is gone too, it is SST506."""
 
+import json
 import os
 import shutil
 import time
@@ -11,14 +12,14 @@ import pytest
 from dbt.tests.util import run_dbt
 from deltalake import DeltaTable
 
-from dbt.adapters.spark_streaming.delta.history import KEEP_LOG
 from dbt.adapters.spark_streaming.layout import history_path
 
 from .helpers import append_bids, equivalence_tests, rows, table_path
 from .test_lifecycle import Base
 
 MODEL = """
-{{ config(materialized='streaming_view', watermark_delay='1 minute') }}
+{{ config(materialized='streaming_view', watermark_delay='1 minute',
+          tblproperties=var('props', {})) }}
 SELECT window_start, window_end, SUM(price) AS total, COUNT(*) AS n
 FROM TABLE(TUMBLE(TABLE {{ ref('bids') }}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
 GROUP BY window_start, window_end
@@ -34,15 +35,17 @@ class TestHistoryGone(Base):
         out, bids = table_path(project, "per_10min"), table_path(project, "bids")
         run_dbt(["seed"])
         run_dbt(["run"])
-        DeltaTable(out).alter.set_table_properties(
-            {"delta.checkpointInterval": "2", "delta.logRetentionDuration": "interval 5 seconds"},
-            post_commithook_properties=KEEP_LOG,  # this commit removes nothing
-        )
+        short = {
+            "delta.checkpointInterval": "2",
+            "delta.logRetentionDuration": "interval 5 seconds",
+        }
+        props = ["--vars", json.dumps({"props": short})]  # config tblproperties, from now on
         for n, minute in enumerate([20, 27, 34, 41]):
             # each with a bid for the closed 08:00 window, which the stream drops as late
             append_bids(bids, [(f"2020-04-15 08:{minute}:00", 1.0 + n, "X")])
             append_bids(bids, [("2020-04-15 08:01:00", 100.0, "LATE")])
-            run_dbt(["run"])
+            run_dbt(["run", *props])
+            assert DeltaTable(out).metadata().configuration == short
             if n == 1:
                 assert [r.status for r in run_dbt(["test"])] == ["pass"]  # the whole history
                 time.sleep(6)  # the commits so far expire; the next checkpoints remove them
@@ -54,3 +57,11 @@ class TestHistoryGone(Base):
         (result,) = run_dbt(["test"], expect_pass=False)
         assert result.status == "error" and "SST506" in result.message, result.message
         assert "logRetentionDuration" in result.message
+
+    def test_a_property_delta_does_not_know_fails_before_the_run(self, project):
+        out = table_path(project, "per_10min")
+        version = DeltaTable(out).version()
+        for props in ({"delta.nope": "1"}, {"delta.logRetentionDuration": "sixty days"}):
+            (result,) = run_dbt(["run", "--vars", json.dumps({"props": props})], expect_pass=False)
+            assert "SSC201" in result.message and "tblproperties" in result.message
+        assert DeltaTable(out).version() == version

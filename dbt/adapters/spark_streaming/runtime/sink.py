@@ -13,17 +13,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from typing import Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta import types
+from ..delta.history import KEEP_LOG
 from ..delta.log import table_id
 from ..delta.offsets import Position
 from ..delta.partials import PartialsCommitter
 from ..delta.sink import BatchCommitter, create_table
 from ..delta.storage import is_delta
 from ..delta.upsert import UpsertCommitter, create_changelog
+from ..errors import config_error
 from . import partials as state
 from . import upsert
 from .checkpoint import query_app_id
@@ -73,6 +76,7 @@ class ModelSink:
         self.keys = upsert.key_columns(plan, [c for c, _ in columns])  # [] for a streaming_view
         self.driver_rows = upsert.driver_merge_rows(model.config)  # before the stream starts
         self.cdf = bool(self.keys) and upsert.change_data_feed(model.config)
+        self.properties = table_properties(model.config)
         self.base_meta = {
             "fingerprint": plan.fingerprint,
             "model": model.name,
@@ -93,7 +97,7 @@ class ModelSink:
             self.build,
             self.arrow_schema,
             {**self.base_meta, "batch_id": None, "sources": {}},
-            {"delta.enableChangeDataFeed": "true"} if self.cdf else None,  # delta/cdf.py
+            {**self.properties, **({"delta.enableChangeDataFeed": "true"} if self.cdf else {})},
         )
         if self.keys:
             create_changelog(self.build, self.arrow_schema, restarts=self.partials is not None)
@@ -210,3 +214,58 @@ def _iso(ms: int | None) -> str | None:
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[
         :-3
     ]
+
+
+_DURATION = re.compile(r"interval \d+ (second|minute|hour|day|week)s?", re.IGNORECASE)
+
+
+def table_properties(config) -> dict[str, str]:
+    """Config `tblproperties`: Delta table properties of the model's table (e.g.
+    `delta.logRetentionDuration`), set when it is created and on a later run that finds them
+    changed (`apply_table_properties`). SSC201 if not a mapping of Delta's properties to
+    values, or a duration or interval of another form."""
+    value = config.get("tblproperties") or {}
+    expected = (
+        "a mapping of Delta table properties to values, "
+        "e.g. {delta.logRetentionDuration: 'interval 60 days'}"
+    )
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise config_error("tblproperties", value, expected)
+    out = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+    for key, text in out.items():
+        if key.endswith("Duration") and not _DURATION.fullmatch(text.strip()):
+            raise config_error(
+                "tblproperties", value, f"{key}: 'interval <n> days' (or hours, ...)"
+            )
+        if key == "delta.checkpointInterval" and not (text.isdigit() and int(text) > 0):
+            raise config_error("tblproperties", value, f"{key}: a positive number of versions")
+    if out:  # delta-rs refuses a property it does not know: before any stream starts
+        import tempfile
+
+        from deltalake import DeltaTable, Schema
+        from deltalake.schema import Field, PrimitiveType
+
+        with tempfile.TemporaryDirectory() as scratch:
+            try:
+                DeltaTable.create(
+                    scratch, schema=Schema([Field("x", PrimitiveType("long"))]), configuration=out
+                )
+            except Exception as exc:  # noqa: BLE001 - delta-rs's DeltaError names the property
+                raise config_error("tblproperties", value, f"{expected} ({exc})") from None
+    return out
+
+
+def apply_table_properties(path: str, config) -> None:
+    """Set the model's `tblproperties` on its existing table at `path` where they differ, in
+    one commit that leaves its log to the adapter's cleanup (delta/history.py)."""
+    wanted = table_properties(config)
+    if not wanted or not is_delta(path):
+        return
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path)
+    current = table.metadata().configuration
+    changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+    if changed:
+        table.alter.set_table_properties(changed, post_commithook_properties=KEEP_LOG)
+        logger.info(f"{path}: table properties set: {changed}")

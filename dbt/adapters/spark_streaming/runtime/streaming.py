@@ -57,7 +57,7 @@ from .equivalence import late_rows
 from .inputs import classify
 from .model import Places, StreamingModel, compile_model, record_query
 from .report import StreamingAdapterResponse
-from .sink import ModelSink
+from .sink import ModelSink, apply_table_properties
 
 logger = AdapterLogger("SparkStreaming")
 
@@ -232,6 +232,7 @@ def _run(
         monitor.target, monitor.sources = places.target, frozenset(places.streams.values())
     options = admission.source_options(model.config)  # max_files_per_trigger, starting_version...
     previous = preflight.check_sources_and_state(model, plan, places, options, catalog)
+    apply_table_properties(places.build, model.config)
     streams = places.streams
     admission.check_start(options, streams, places.checkpoint)
     changed = previous.get("fingerprint") not in (None, plan.fingerprint)  # keeping its state

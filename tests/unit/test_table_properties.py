@@ -1,0 +1,40 @@
+"""Config `tblproperties` (runtime/sink.py): Delta table properties of a model's table, checked
+before any stream starts."""
+
+import pytest
+
+from dbt.adapters.spark_streaming.errors import StreamingError
+from dbt.adapters.spark_streaming.runtime.sink import table_properties
+
+
+def test_values_become_delta_strings():
+    config = {
+        "tblproperties": {
+            "delta.logRetentionDuration": "interval 60 days",
+            "delta.checkpointInterval": 50,
+            "delta.enableExpiredLogCleanup": False,
+        }
+    }
+    assert table_properties(config) == {
+        "delta.logRetentionDuration": "interval 60 days",
+        "delta.checkpointInterval": "50",
+        "delta.enableExpiredLogCleanup": "false",
+    }
+    assert table_properties({}) == {}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"delta.nope": "1"},  # delta-rs does not know it
+        {"owner": "me"},
+        {"delta.logRetentionDuration": "60 days"},
+        {"delta.deletedFileRetentionDuration": "interval a week"},
+        {"delta.checkpointInterval": 0},
+        ["delta.checkpointInterval"],
+    ],
+)
+def test_what_delta_would_refuse_or_misread_is_ssc201(value):
+    with pytest.raises(StreamingError) as error:
+        table_properties({"tblproperties": value})
+    assert error.value.code == "SSC201" and "tblproperties" in str(error.value)
