@@ -109,9 +109,22 @@ def base(tmp_path_factory):
     ],
 )
 def test_crash_then_rerun_loses_and_duplicates_nothing(base, tmp_path, fault):
+    crash_and_rerun(base, tmp_path, fault)
+
+
+def test_a_crash_after_a_compaction_loses_and_duplicates_nothing(base, tmp_path):
+    """Compacted after batch 2's commit (every 2 small files), killed before Spark's checkpoint
+    commit: the rerun replays batch 2 over the compacted table."""
+    compacting = MODEL.replace("'1 minute'", "'1 minute', auto_compact={'min_files': 2}")
+    out = crash_and_rerun(base, tmp_path, "after_compaction@2", compacting)
+    assert "OPTIMIZE" in [h.get("operation") for h in DeltaTable(out).history()]
+
+
+def crash_and_rerun(base, tmp_path, fault: str, model: str = MODEL) -> str:
+    """Kill `dbt run` at `fault`, run again; the table must equal the oracle. Its path."""
     root = tmp_path / "case"
     shutil.copytree(base, root)
-    write_project(root)  # point the copy's profile and source at the copy
+    write_project(root, model)  # point the copy's profile and source at the copy
     project, source = str(root / "project"), str(root / "feed" / "events")
     out = str(root / "warehouse" / "crash" / "per_item")
     write_deltalake(source, events(2, 20), mode="append")  # batch 2 = data, batch 3 = watermark
@@ -142,3 +155,4 @@ def test_crash_then_rerun_loses_and_duplicates_nothing(base, tmp_path, fault):
     assert np.allclose(actual["total"], expected["total"]) and list(actual["n"]) == list(
         expected["n"]
     )
+    return out

@@ -49,6 +49,10 @@ FROM {{ ref('bids') }}""",
     "enriched.sql": "{{ config(materialized='streaming_view', dimensions=['asks']) }}\n"
     "SELECT b.item, b.price AS bid, a.price AS ask "
     "FROM {{ source('raw', 'bids') }} b JOIN {{ ref('asks') }} a ON b.item = a.item",
+    "labels.sql": "{{ config(materialized='table') }}\nSELECT 'A' AS item, 'first' AS label",
+    "labelled.sql": "{{ config(materialized='streaming_view') }}\n"  # labels: a table, by the graph
+    "SELECT b.item, b.price, l.label "
+    "FROM {{ source('raw', 'bids') }} b JOIN {{ ref('labels') }} l ON b.item = l.item",
     "sources.yml": "sources:\n  - name: raw\n    schema: '{{ target.schema }}'\n"
     "    tables: [{name: bids}]\n",
     "doubled.sql": "{{ config(materialized='table') }}\n"
@@ -244,6 +248,18 @@ UNIT_TESTS += """
           - {asktime: "2020-04-15 08:02:00", price: 3, item: A}
     expect:
       rows: [{item: A, bid: 2, ask: 3}]
+  - name: graph_dimension_right
+    model: labelled
+    given:
+      - input: source('raw', 'bids')
+        rows:
+          - {bidtime: "2020-04-15 08:07:00", price: 2, item: A}
+          - {bidtime: "2020-04-15 08:09:00", price: 5, item: D}
+      - input: ref('labels')
+        format: sql
+        rows: select 'A' as item, 'first' as label
+    expect:
+      rows: [{item: A, price: 2, label: first}]
 """ % (FLINK_BIDS, window_rows(TUMBLE))  # early: the open window too, with what it holds
 UNIT_TESTS += """
   - name: missing_time
@@ -292,7 +308,7 @@ class TestUnitTests:
         results = run_dbt(["test", "--select", "test_type:unit"], expect_pass=False)
         status = {r.node.name: r.status for r in results}
         message = {r.node.name: r.message or "" for r in results}
-        assert len(status) == 23, status
+        assert len(status) == 24, status
         for name, got in status.items():
             if name.endswith("_right") or name == "batch_model":
                 assert got == "pass", (name, message[name])

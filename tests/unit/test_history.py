@@ -33,7 +33,7 @@ def _commit(path: str, n: int) -> None:
     props = CommitProperties(
         app_transactions=[Transaction("app", n)], custom_metadata={META_KEY: json.dumps(meta)}
     )
-    append_files(path, files, SCHEMA, props)
+    append_files(path, files, SCHEMA, props, model=True)
 
 
 def _table(tmp_path, config: dict, batches: int) -> str:

@@ -7,6 +7,8 @@ the order a micro-batch passes them:
   before_write         batch computed, nothing written
   during_write         data files written, Delta log not committed
   after_delta_commit   Delta commit done, Spark's checkpoint commit not yet written
+  after_compaction     the batch's tables compacted (delta/compaction.py), Spark's checkpoint
+                       commit not yet written
 
 (an upsert_table: during_write = its changelog committed and the table's rewritten files
 written, the table's commit not yet),

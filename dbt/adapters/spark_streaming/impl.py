@@ -217,14 +217,15 @@ class SparkStreamingAdapter(SparkAdapter):
         """The SQL of a dbt unit test's actual rows and their columns (runtime/unit.py): `sql`
         is the unit test's compiled SQL, `model` its node; the tested model's config and the
         unit test's own (meta `watermark`) come from the manifest."""
-        from .runtime.unit import query
+        from .runtime.unit import inputs_of, query
 
-        manifest = self.get_macro_resolver()
-        tested = manifest.nodes[model["tested_node_unique_id"]]  # type: ignore[attr-defined]
-        definition = manifest.unit_tests.get(model["unique_id"])  # type: ignore[attr-defined]
+        manifest: Any = self.get_macro_resolver()  # the whole manifest (dbt-core sets it)
+        tested = manifest.nodes[model["tested_node_unique_id"]]
+        definition = manifest.unit_tests.get(model["unique_id"])
         meta = definition.config.meta if definition is not None else {}
+        config = tested.config.to_dict(omit_none=True)
         spark, _ = self._session()
-        return query(spark, sql, tested.config.to_dict(omit_none=True), meta.get("watermark"))
+        return query(spark, sql, config, inputs_of(manifest, tested), meta.get("watermark"))
 
     @available.parse_none
     def late_rows_view(self, relation: BaseRelation) -> str:

@@ -48,13 +48,15 @@ def _commit_meta(path: str, version: int) -> str | None:
     the log no longer has it."""
     text = storage.read_text(storage.join(path, "_delta_log", f"{version:020d}.json"))
     for line in text.splitlines():
-        if '"commitInfo"' in line:
-            return json.loads(line)["commitInfo"].get(META_KEY)
+        info = json.loads(line).get("commitInfo") if line.strip() else None
+        if info is not None:
+            return info.get(META_KEY)
     return None
 
 
-def _logged(path: str) -> list[int]:
-    """The versions whose commits the table's log still has, ascending."""
+def _listed(path: str) -> list[int]:
+    """The versions whose commits the table's log has, ascending (a listing of the log: done
+    once per table, before its first segment)."""
     log = storage.join(path, "_delta_log")
     return sorted(int(m[1]) for n in storage.list_files(log) if (m := _COMMIT.fullmatch(n)))
 
@@ -65,18 +67,36 @@ def _segments(path: str) -> list[tuple[int, int, str]]:
     return sorted((int(m[1]), int(m[2]), n) for m, n in found if m)
 
 
+def _read(path: str, versions) -> dict[int, str | None]:
+    """Our metadata of the log's commits `versions` that it still has."""
+    out = {}
+    for version in versions:
+        try:
+            out[version] = _commit_meta(path, version)
+        except FileNotFoundError:  # expired: a gap, unless a segment has it
+            pass
+    return out
+
+
+def _after(path: str, done: int, upto: int) -> list[int]:
+    """The versions after `done` up to `upto` to read from the log: by name after a segment,
+    else those a listing finds (a log cleaned up before the first segment starts later)."""
+    if done >= 0:
+        return list(range(done + 1, upto + 1))
+    return [v for v in _listed(path) if v <= upto]
+
+
 def entries(path: str) -> dict[int, str | None]:
     """Every version known, from the segments and the log, with our metadata (JSON) or None."""
+    from .log import latest_version
+
     out: dict[int, str | None] = {}
-    for _, _, name in _segments(path):
+    segments = _segments(path)
+    for _, _, name in segments:
         text = storage.read_text(storage.join(history_path(path), name))
         out.update((v, m) for v, m in json.loads(text)["commits"])
-    for version in _logged(path):
-        if version not in out:
-            try:
-                out[version] = _commit_meta(path, version)
-            except FileNotFoundError:  # removed by a cleanup since it was listed
-                pass
+    done = max((last for _, last, _ in segments), default=-1)
+    out.update(_read(path, _after(path, done, latest_version(path))))
     return out
 
 
@@ -84,8 +104,15 @@ def commit_history(path: str) -> list[dict]:
     """Our metadata of every commit that has it, oldest first, with its table version. From a
     full refresh's swap commit on (delta/swap.py), the rebuild's commits, each with the swap's
     version, stand for the commits before it. HistoryGone if a version from the first (or the
-    last swap commit) on is known neither in the log nor in a segment."""
-    known = entries(path)
+    last swap commit) on is known neither in the log nor in a segment (read twice: a segment
+    written, and the log cleaned up, while it was read leaves no gap the second time)."""
+    try:
+        return _history(entries(path))
+    except HistoryGone:
+        return _history(entries(path))
+
+
+def _history(known: dict[int, str | None]) -> list[dict]:
     out, start = [], 0
     for version in sorted(known):
         text = known[version]
@@ -97,20 +124,24 @@ def commit_history(path: str) -> list[dict]:
         out.append({**meta, "table_version": version})
     latest = max(known, default=-1)
     if sum(1 for v in known if v >= start) != latest - start + 1:
-        raise HistoryGone(path)
+        raise HistoryGone()
     return out
 
 
 def last_metadata(path: str) -> dict | None:
     """Our metadata of the most recent commit that has it (None if the table has none)."""
-    if not storage.is_delta(path):
+    from deltalake import DeltaTable
+
+    from .log import latest_version
+
+    if not DeltaTable.is_deltatable(path):
         return None
-    logged = _logged(path)
-    for version in reversed(logged[-100:]):
+    latest = latest_version(path)
+    for version in range(latest, max(latest - 100, -1), -1):
         try:
             meta = _commit_meta(path, version)
         except FileNotFoundError:
-            continue
+            break  # the log was cleaned up before it
         if meta is not None:
             return _last(meta, version)
     # none in the log's last 100 commits (another writer's, or the log cleaned up): all known
@@ -153,12 +184,7 @@ def _keep(path: str, upto: int) -> None:
     """Write the segment of the versions after the last segment's up to `upto`: those the log
     has (a gap is a gap: commit_history finds it)."""
     done = max((last for _, last, _ in _segments(path)), default=-1)
-    commits = []
-    for version in (v for v in _logged(path) if done < v <= upto):
-        try:
-            commits.append([version, _commit_meta(path, version)])
-        except FileNotFoundError:
-            pass
+    commits = sorted(_read(path, _after(path, done, upto)).items())
     if commits:
         name = f"{commits[0][0]:020d}-{upto:020d}.json"
         storage.write_text(storage.join(history_path(path), name), json.dumps({"commits": commits}))

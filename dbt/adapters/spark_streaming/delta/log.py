@@ -135,6 +135,24 @@ def version_files(
     return out
 
 
+def rearranged(root: str, after: int, upto: int) -> tuple[set[str], set[str]]:
+    """The files (absolute paths) that commits (after, upto] added and removed without changing
+    data (dataChange false: OPTIMIZE, compaction)."""
+    added: set[str] = set()
+    removed: set[str] = set()
+    for version in range(after + 1, upto + 1):
+        try:
+            commit = storage.read_text(storage.join(root, "_delta_log", f"{version:020d}.json"))
+        except FileNotFoundError:
+            raise expired_version(root, version) from None
+        for line in commit.splitlines():
+            action = json.loads(line) if line.strip() else {}
+            for kind, files in (("add", added), ("remove", removed)):
+                if kind in action and not action[kind].get("dataChange", True):
+                    files.add(_abs(root, action[kind]["path"]))
+    return added, removed
+
+
 def change_commit(root: str, version: int):
     """SSD401: version `version` of the source at `root` removes data."""
     from ..errors import StreamingError

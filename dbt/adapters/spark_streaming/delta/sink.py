@@ -84,18 +84,22 @@ def add_actions(files: list[dict]) -> list[AddAction]:
     return [AddAction(f["path"], f["size"], {}, now, True, f["stats"]) for f in files]
 
 
-def append_files(path: str, files: list[dict], schema, properties: CommitProperties) -> None:
-    """Commit `files` to the Delta table at `path` as one append (`schema`: the table's),
-    keeping our metadata of its commits beyond the log's retention (delta/history.py)."""
+def append_files(
+    path: str, files: list[dict], schema, properties: CommitProperties, model: bool = False
+) -> None:
+    """Commit `files` to the Delta table at `path` as one append (`schema`: the table's). A
+    `model` table's commits carry our metadata, kept beyond the log's retention
+    (delta/history.py); another's log is cleaned up as delta-rs does."""
     table = DeltaTable(path)
     table.create_write_transaction(  # [*...]: delta-rs types it add | remove
         [*add_actions(files)],
         mode="append",
         schema=schema,
         commit_properties=properties,
-        post_commithook_properties=KEEP_LOG,
+        post_commithook_properties=KEEP_LOG if model else None,
     )
-    tidy(path, table.version() + 1, table.metadata().configuration)
+    if model:
+        tidy(path, table.version() + 1, table.metadata().configuration)
 
 
 def replace_files(path: str, files: list[dict], schema: pa.Schema) -> None:
@@ -153,6 +157,7 @@ class BatchCommitter:
     def __init__(self, path: str, app_id: str, schema: pa.Schema):
         self.path, self.app_id, self.schema = path, app_id, schema
         self._swept = False  # orphans of a crashed attempt are looked for once per run
+        self.written: dict[str, list[dict]] = {}  # per table, the files its last commit added
 
     def committed(self, batch_id: int) -> bool:
         last = DeltaTable(self.path).transaction_version(self.app_id)
@@ -178,6 +183,8 @@ class BatchCommitter:
                 app_transactions=[Transaction(self.app_id, batch_id)],
                 custom_metadata={META_KEY: json.dumps(metadata)},
             ),
+            model=True,
         )
+        self.written = {self.path: files}
         fault_point("after_delta_commit", batch_id)
         return sum(f["rows"] for f in files)

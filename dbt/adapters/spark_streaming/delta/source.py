@@ -47,7 +47,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from . import offsets, storage, types
-from .log import OP, Log, files_named, snapshot_files, starting_position
+from .log import OP, Log, files_named, rearranged, snapshot_files, starting_position
 from .log import added_files as added_files  # the runtime imports these from here
 from .log import latest_version as latest_version
 from .offsets import Position
@@ -81,14 +81,18 @@ def files_by_batch(root: str, after, batches: list[list], column: str) -> list[t
     commits (`consumed`); reading starts after position `after` (-1: the stream's start). The
     same `offsets.between` over the same file order as the stream gives each batch exactly its
     files. From the start, the files must be exactly the snapshot at the last end version
-    (minus the versions before `starting_version`), or SSD402."""
+    (minus the versions before `starting_version`; a compaction since the stream began counted
+    back to the files it replaced), or SSD402."""
     from ..errors import StreamingError
 
     log, out = Log(root), []
     start = first = Position.parse(after)
     from_start = first.is_origin  # else the batches of a later run (its late rows only)
+    began = None  # the version whose snapshot the stream read first (or the one before its start)
     for end_offset, watermark_ms in batches:
         end = Position.parse(end_offset)
+        if began is None:
+            began = end.version if end.start is None else end.start - 1
         if start.is_origin and end.start is not None:
             start = first = offsets.starting(end.start)
         out += [
@@ -98,6 +102,9 @@ def files_by_batch(root: str, after, batches: list[list], column: str) -> list[t
         start = max(start, end, key=lambda p: p.key)
     if from_start and start.index is None and start.version >= 0:
         expected = {f.path for f in log.files(start.version, True)}
+        if began is not None and began < start.version:
+            compacted, replaced = rearranged(root, began, start.version)
+            expected = (expected | replaced) - compacted
         if first.start:  # began at a version: the snapshot before it was never read
             expected -= {f.path for f in log.files(first.start - 1, True)}
         read = {f for f, _ in out}

@@ -110,7 +110,8 @@ def list_files(uri: str) -> list[str]:
     if not is_remote(uri):
         if not os.path.isdir(uri):
             return []
-        return sorted(n for n in os.listdir(uri) if os.path.isfile(os.path.join(uri, n)))
+        with os.scandir(uri) as found:
+            return sorted(e.name for e in found if e.is_file())
     f, path = filesystem(uri)
     infos = f.get_file_info(fs.FileSelector(path, allow_not_found=True))
     return sorted(i.base_name for i in infos if i.type == fs.FileType.File)

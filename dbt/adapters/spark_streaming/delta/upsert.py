@@ -112,6 +112,7 @@ class UpsertCommitter:
         # the change data files' name prefix per batch: the query's, as cdc files outlive it
         self.cdc_prefix = f"cdc-{app_id.rsplit('-', 1)[-1][:12]}-"
         self._swept = False  # orphans of a crashed attempt are looked for once per run
+        self.written: dict[str, list[dict]] = {}  # per table, the files its last commit added
         self.paths: list[str] = []  # the path each batch of this run took ("driver", "executors")
 
     def committed(self, batch_id: int) -> bool:
@@ -239,6 +240,7 @@ class UpsertCommitter:
         from pyspark import StorageLevel
 
         fault_point("before_write", batch_id)
+        self.written = {}
         table = DeltaTable(self.path)
         rows = local = None
         if isinstance(batch, pa.Table):
@@ -411,6 +413,7 @@ class UpsertCommitter:
             )
             tidy(self.path, version, config)
         self._swept = True
+        self.written[self.path] = files
         fault_point("after_delta_commit", batch_id)
 
     def _cdc(self, batch_id: int) -> str:
@@ -433,6 +436,7 @@ class UpsertCommitter:
             changelog_schema(self.schema, self.restarts),
             CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)]),
         )
+        self.written[self.changelog] = files
 
     def _sweep(self, path: str, prefix: str, files: list[dict]) -> None:
         """Delete the files a crashed attempt at this batch left at `path`. Only the first

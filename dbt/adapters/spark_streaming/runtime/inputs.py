@@ -43,7 +43,7 @@ def graph_kind(node: Mapping[str, Any]) -> tuple[str | None, str]:
     return None, str(materialized or kind)
 
 
-def _named(relation: str, names: Sequence[str]) -> bool:
+def named(relation: str, names: Sequence[str]) -> bool:
     relation = relation.lower()
     return bool({relation, relation.rpartition(".")[2]} & set(names))
 
@@ -56,16 +56,16 @@ def classify(config: Mapping[str, Any], inputs: Sequence[Mapping[str, Any]]):
     if not inputs:
         return config, ""
     dimensions, streams = names_config(config, "dimensions"), names_config(config, "streams")
-    unknown = [s for s in streams if not any(_named(i["relation"], [s]) for i in inputs)]
+    unknown = [s for s in streams if not any(named(i["relation"], [s]) for i in inputs)]
     if unknown:
         read = ", ".join(i["relation"] for i in inputs)
         raise config_error("streams", unknown, f"names of relations the model reads: {read}")
     kinds = {}
     for node in inputs:
         relation = node["relation"].lower()
-        if _named(relation, dimensions):
+        if named(relation, dimensions):
             kinds[relation] = ("table", "config dimensions", True)
-        elif _named(relation, streams):
+        elif named(relation, streams):
             kinds[relation] = ("stream", "config streams", True)
         else:
             kind, why = graph_kind(node)
@@ -76,7 +76,7 @@ def classify(config: Mapping[str, Any], inputs: Sequence[Mapping[str, Any]]):
             r: (k if explicit else "stream", w, explicit) for r, (k, w, explicit) in kinds.items()
         }
     tables = [r for r, (k, _, _) in kinds.items() if k == "table"]
-    merged = list(dict.fromkeys([*dimensions, *(t for t in tables if not _named(t, dimensions))]))
+    merged = list(dict.fromkeys([*dimensions, *(t for t in tables if not named(t, dimensions))]))
     line = "; ".join(
         f"{label} {', '.join(f'{r} ({w})' for r, (k, w, _) in kinds.items() if k == kind)}"
         for kind, label in (("stream", "streams:"), ("table", "tables:"))

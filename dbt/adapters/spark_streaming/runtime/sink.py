@@ -14,11 +14,13 @@ import datetime as dt
 import json
 import os
 import re
+from functools import lru_cache
 from typing import Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta import types
+from ..delta.compaction import MIN_FILES, TARGET_SIZE, Compaction
 from ..delta.history import KEEP_LOG
 from ..delta.log import table_id
 from ..delta.offsets import Position
@@ -27,6 +29,7 @@ from ..delta.sink import BatchCommitter, create_table
 from ..delta.storage import is_delta
 from ..delta.upsert import UpsertCommitter, create_changelog
 from ..errors import config_error
+from ..faults import fault_point
 from . import partials as state
 from . import upsert
 from .checkpoint import query_app_id
@@ -77,6 +80,8 @@ class ModelSink:
         self.driver_rows = upsert.driver_merge_rows(model.config)  # before the stream starts
         self.cdf = bool(self.keys) and upsert.change_data_feed(model.config)
         self.properties = table_properties(model.config)
+        self.auto_compact = auto_compact(model.config)  # (min files, target size) or None
+        self.compactions: dict[str, Compaction] = {}
         self.base_meta = {
             "fingerprint": plan.fingerprint,
             "model": model.name,
@@ -123,10 +128,24 @@ class ModelSink:
             "watermark": _iso(watermark_ms) if self.plan.watermark_delay_us is not None else None,
         }
         count = self._commit(batch_df, batch_id, meta, batch_ts_ms)
+        self._compact(batch_id)
         self.rows_written += count
         self.commits += 1
         self.batches.append({"sources": versions, "watermark_ms": watermark_ms, **exact})
         self._progress(batch_id, count, versions, meta["watermark"])
+
+    def _compact(self, batch_id: int) -> None:
+        """Compact the tables the batch's commits added files to, where they have become many
+        small files (delta/compaction.py), before the next batch."""
+        for committer in self.committers:
+            written, committer.written = getattr(committer, "written", {}), {}
+            if self.auto_compact is None:
+                continue
+            for path, files in written.items():
+                if path not in self.compactions:
+                    self.compactions[path] = Compaction(path, *self.auto_compact)
+                if self.compactions[path].added(files):
+                    fault_point("after_compaction", batch_id)
 
     def _committers(self) -> list:
         app_id = query_app_id(self.checkpoint)
@@ -216,14 +235,18 @@ def _iso(ms: int | None) -> str | None:
     ]
 
 
-_DURATION = re.compile(r"interval \d+ (second|minute|hour|day|week)s?", re.IGNORECASE)
+_DURATION = re.compile(r"interval \d+ (second|minute|hour|day|week)s?")  # delta-rs reads these
+# properties the adapter decides: a change of them would break its own writes
+_OWN = ("delta.enableChangeDataFeed", "delta.appendOnly", "delta.columnMapping.mode")
+_OWN_PREFIXES = ("delta.minReaderVersion", "delta.minWriterVersion", "delta.feature.")
 
 
 def table_properties(config) -> dict[str, str]:
     """Config `tblproperties`: Delta table properties of the model's table (e.g.
     `delta.logRetentionDuration`), set when it is created and on a later run that finds them
-    changed (`apply_table_properties`). SSC201 if not a mapping of Delta's properties to
-    values, or a duration or interval of another form."""
+    changed (`apply_table_properties`; one removed from the config is not unset). SSC201 if not
+    a mapping of Delta's properties to values, one the adapter decides (change data feed:
+    config `change_data_feed`), or a duration or interval of another form."""
     value = config.get("tblproperties") or {}
     expected = (
         "a mapping of Delta table properties to values, "
@@ -233,26 +256,42 @@ def table_properties(config) -> dict[str, str]:
         raise config_error("tblproperties", value, expected)
     out = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
     for key, text in out.items():
-        if key.endswith("Duration") and not _DURATION.fullmatch(text.strip()):
+        if key in _OWN or key.startswith(_OWN_PREFIXES):
+            raise config_error(
+                "tblproperties", value, f"{expected}; not {key}, which the adapter sets itself"
+            )
+        if key.endswith("Duration") and not _DURATION.fullmatch(text):
             raise config_error(
                 "tblproperties", value, f"{key}: 'interval <n> days' (or hours, ...)"
             )
         if key == "delta.checkpointInterval" and not (text.isdigit() and int(text) > 0):
             raise config_error("tblproperties", value, f"{key}: a positive number of versions")
-    if out:  # delta-rs refuses a property it does not know: before any stream starts
-        import tempfile
-
-        from deltalake import DeltaTable, Schema
-        from deltalake.schema import Field, PrimitiveType
-
-        with tempfile.TemporaryDirectory() as scratch:
-            try:
-                DeltaTable.create(
-                    scratch, schema=Schema([Field("x", PrimitiveType("long"))]), configuration=out
-                )
-            except Exception as exc:  # noqa: BLE001 - delta-rs's DeltaError names the property
-                raise config_error("tblproperties", value, f"{expected} ({exc})") from None
+    unknown = _unknown_to_delta(tuple(sorted(out.items())))
+    if unknown:
+        raise config_error("tblproperties", value, f"{expected} ({unknown})")
     return out
+
+
+@lru_cache(maxsize=64)
+def _unknown_to_delta(properties: tuple) -> str:
+    """delta-rs's refusal of `properties` (it knows Delta's own only), '' if none."""
+    if not properties:
+        return ""
+    import tempfile
+
+    from deltalake import DeltaTable, Schema
+    from deltalake.schema import Field, PrimitiveType
+
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            DeltaTable.create(
+                scratch,
+                schema=Schema([Field("x", PrimitiveType("long"))]),
+                configuration=dict(properties),
+            )
+        except Exception as exc:  # noqa: BLE001 - delta-rs's DeltaError names the property
+            return str(exc)
+    return ""
 
 
 def apply_table_properties(path: str, config) -> None:
@@ -269,3 +308,26 @@ def apply_table_properties(path: str, config) -> None:
     if changed:
         table.alter.set_table_properties(changed, post_commithook_properties=KEEP_LOG)
         logger.info(f"{path}: table properties set: {changed}")
+
+
+def auto_compact(config) -> tuple[int, int] | None:
+    """Config `auto_compact` (default on): (min_files, target size in bytes) of the model's
+    tables' compaction (delta/compaction.py), or None for `false`."""
+    from .admission import SIZE_EXPECTED, parse_size
+
+    value = config.get("auto_compact", True)
+    if value is False:
+        return None
+    if value is True or value is None:
+        return MIN_FILES, TARGET_SIZE
+    expected = (
+        "true, false, or {min_files: <n >= 2>, target_file_size: <size>} "
+        f"(a size: {SIZE_EXPECTED})"
+    )
+    if not isinstance(value, dict) or not set(value) <= {"min_files", "target_file_size"}:
+        raise config_error("auto_compact", value, expected)
+    files = value.get("min_files", MIN_FILES)
+    size = parse_size(value.get("target_file_size", TARGET_SIZE))
+    if isinstance(files, bool) or not isinstance(files, int) or files < 2 or size is None:
+        raise config_error("auto_compact", value, expected)
+    return files, size

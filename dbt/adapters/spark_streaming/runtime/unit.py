@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import StreamingError
+from .inputs import classify, named
 from .model import compile_sql
 from .upsert import UPSERT_TABLE, names_config
 
@@ -29,9 +30,37 @@ END_OF_INPUT_US = 253402300799999999  # 9999-12-31 23:59:59.999999: past every w
 NEVER_LATE = "TIMESTAMP_MICROS(-62135596800000000)"  # 0001-01-01: a batch watermark before all
 
 
-def query(spark, sql: str, config: Mapping[str, Any], watermark: Any = None) -> dict:
+def inputs_of(manifest, node) -> list[dict]:
+    """What the dbt graph says of each relation `node` reads, as macros/streaming_inputs.sql
+    gives it (runtime/inputs.py classify), each with `fixture`: the CTE of its given rows."""
+    out = []
+    for node_id in node.depends_on.nodes:
+        upstream = manifest.nodes.get(node_id) or manifest.sources.get(node_id)
+        if upstream is None:
+            continue
+        config = upstream.config.to_dict(omit_none=True) if upstream.config else {}
+        meta = getattr(upstream, "meta", None) or config.get("meta") or {}
+        source = upstream.resource_type == "source"
+        name = upstream.identifier if source else (upstream.alias or upstream.name)
+        given = f"{upstream.source_name}__{upstream.name}" if source else upstream.name
+        out.append(
+            {
+                "relation": f"{upstream.schema}.{name}",
+                "resource_type": str(upstream.resource_type),
+                "materialized": config.get("materialized"),
+                "read_as": config.get("read_as") or meta.get("read_as"),
+                "fixture": FIXTURE + given.lower(),
+            }
+        )
+    return out
+
+
+def query(
+    spark, sql: str, config: Mapping[str, Any], inputs: list[dict], watermark: Any = None
+) -> dict:
     """{'sql': Spark SQL of the unit test's actual rows, 'columns': [[name, type], ...]}, for
-    the unit test's compiled `sql` of a model with `config` (its resolved config)."""
+    the unit test's compiled `sql` of a model with `config` (its resolved config) reading
+    `inputs` (inputs_of)."""
     materialization = config.get("materialized")
     if materialization not in STREAMING:  # a batch model: its SQL as it is, as dbt runs it
         return {"sql": sql, "columns": _columns(spark, sql)}
@@ -46,11 +75,17 @@ def query(spark, sql: str, config: Mapping[str, Any], watermark: Any = None) -> 
         )
     import sqlglot
     from sqlglot import exp
+    from sqlglot.errors import ParseError, TokenError
 
     from ..sql.dialect import SparkStreaming
     from ..sql.oracle import LATE_COLUMN
 
-    tree = sqlglot.parse_one(sql, read=SparkStreaming)
+    try:
+        tree = sqlglot.parse_one(sql, read=SparkStreaming)
+    except (ParseError, TokenError):
+        compile_sql(sql, config, materialization, {}, {})  # the compiler's SSV101, with why
+        raise
+    config, _ = classify(config, inputs)  # the graph's tables are dimensions, as in a run
     fixtures, kept = {}, []
     with_ = tree.args.get("with_")
     for cte in with_.expressions if with_ is not None else []:
@@ -63,13 +98,11 @@ def query(spark, sql: str, config: Mapping[str, Any], watermark: Any = None) -> 
         if not kept:
             tree.set("with_", None)
     schemas = {
-        name: {
-            f.name: f.dataType.simpleString()
-            for f in spark.sql(f"SELECT * FROM ({body.sql(dialect='spark')}) LIMIT 0").schema.fields
-        }
+        name: dict(_columns(spark, f"SELECT * FROM ({body.sql(dialect='spark')})"))
         for name, body in fixtures.items()
     }
-    dimensions = [FIXTURE + d.rpartition(".")[2] for d in names_config(config, "dimensions")]
+    wanted = names_config(config, "dimensions")
+    dimensions = [i["fixture"] for i in inputs if named(i["relation"], wanted)]
     plan = compile_sql(
         tree.sql(dialect=SparkStreaming), config, materialization, schemas, {}, dimensions
     )
@@ -90,7 +123,11 @@ def query(spark, sql: str, config: Mapping[str, Any], watermark: Any = None) -> 
     own = emitted.args.get("with_")
     emitted.set("with_", exp.With(expressions=ctes + (own.expressions if own else [])))
     out = emitted.sql(dialect=SparkStreaming)
-    return {"sql": out, "columns": _columns(spark, out)}
+    columns = _columns(spark, out)
+    if any(name == LATE_COLUMN for name, _ in columns):  # a stateless `SELECT *` selects it
+        out = f"SELECT * EXCEPT ({LATE_COLUMN}) FROM ({out})"
+        columns = [c for c in columns if c[0] != LATE_COLUMN]
+    return {"sql": out, "columns": columns}
 
 
 def _columns(spark, sql: str) -> list[list[str]]:

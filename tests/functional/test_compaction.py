@@ -1,0 +1,77 @@
+"""Auto-compaction (delta/compaction.py) through `dbt run`: a streaming_view's table and an
+upsert_table's table and changelog, compacted as their small files add up, keep every row; a
+downstream model reading the compacted table reads no row twice; the changelog and the change
+data feed replay the table; snapshot_equivalence passes."""
+
+import pytest
+from dbt.tests.util import run_dbt
+from deltalake import DeltaTable
+
+from .helpers import append_bids, equivalence_project, rows, table_path
+from .test_change_data_feed import cdf_replay
+from .test_upsert_table import changelog, replay
+
+SOURCES = """
+sources:
+  - name: raw
+    schema: "{{ target.schema }}"
+    tables: [{name: bids}]
+"""
+COMPACT = "auto_compact={'min_files': 3, 'target_file_size': '1m'}"
+MODELS = {
+    "per_10min": "{{ config(materialized='streaming_view', watermark_delay='1 minute', "
+    + COMPACT
+    + ") }}\nSELECT window_start, window_end, SUM(price) AS total, COUNT(*) AS n "
+    "FROM TABLE(TUMBLE(TABLE {{ source('raw', 'bids') }}, DESCRIPTOR(bidtime), "
+    "INTERVAL '10' MINUTES)) GROUP BY window_start, window_end",
+    "downstream": "{{ config(materialized='streaming_view', auto_compact=false) }}\n"
+    "SELECT * FROM {{ ref('per_10min') }}",
+    "per_item": "{{ config(materialized='upsert_table', constant_domain=['item'], "
+    + COMPACT
+    + ") }}\nSELECT item, COUNT(*) AS n, SUM(price) AS total "
+    "FROM {{ source('raw', 'bids') }} GROUP BY item",
+}
+
+
+def operations(path: str) -> list[str]:
+    return [h.get("operation") for h in DeltaTable(path).history()]
+
+
+class TestAutoCompaction:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return equivalence_project(SOURCES, MODELS)
+
+    def test_compacted_tables_keep_every_row_and_replay(self, project):
+        bids = table_path(project, "bids")
+        table, down, keyed = (
+            table_path(project, m) for m in ("per_10min", "downstream", "per_item")
+        )
+        for n in range(8):
+            minute = 10 * n
+            append_bids(
+                bids,
+                [
+                    (
+                        f"2020-04-15 {8 + minute // 60:02d}:{minute % 60:02d}:00",
+                        1.0 + n,
+                        "AB"[n % 2],
+                    ),
+                    (f"2020-04-15 {8 + minute // 60:02d}:{minute % 60 + 5:02d}:00", 0.5, "C"),
+                ],
+            )
+            run_dbt(["run"])
+            # compacted whenever 3 small files were there: never more than 2 + one batch's
+            for path in (table, keyed, f"{keyed}/_dbt_streaming/changelog"):
+                assert len(DeltaTable(path).file_uris()) <= 4, (n, path)
+        # (the upsert_table's own files stay few: each batch rewrites those it touches)
+        for path in (table, f"{keyed}/_dbt_streaming/changelog"):
+            assert "OPTIMIZE" in operations(path), path
+        assert "OPTIMIZE" not in operations(down)
+        # 7 windows closed (the watermark is 1 minute behind the last bid), each once
+        assert len(rows(table)) == 7 and rows(down) == rows(table)
+        assert [r[3] for r in rows(table)] == [2] * 7
+        assert replay(changelog(keyed)) == rows(keyed) == cdf_replay(keyed)
+        assert rows(keyed) == [("A", 4, 1.0 + 3 + 5 + 7), ("B", 4, 2.0 + 4 + 6 + 8), ("C", 8, 4.0)]
+        results = run_dbt(["test"])
+        assert len(results) == 3 and all(r.status == "pass" for r in results)
