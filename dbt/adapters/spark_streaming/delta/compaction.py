@@ -9,7 +9,8 @@ it was (the commit is atomic; the files it wrote unreferenced, for VACUUM).
 
 The small files are counted from the table's add actions once per run, then followed by the
 files each commit adds (an upsert_table's copy-on-write also removes some: the count is checked
-against the table before compacting).
+against the table before compacting). A compaction's own outputs below the target stay small:
+the next one waits for `min_files` more.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from .history import KEEP_LOG
+from .history import KEEP_LOG, tidy
 from .log import add_action_table
 
 MIN_FILES = 50  # Databricks' auto compaction's default (minNumFiles)
@@ -26,35 +27,45 @@ TARGET_SIZE = 128 * 1024 * 1024  # bytes: delta.targetFileSize's default in Data
 
 @dataclass
 class Compaction:
-    """Auto-compaction of the Delta table at `path`."""
+    """Auto-compaction of the Delta table at `path` (`model`: a model's own table, whose log the
+    adapter cleans up itself: delta/history.py)."""
 
     path: str
     min_files: int = MIN_FILES
     target_size: int = TARGET_SIZE
+    model: bool = False
     small: int | None = field(default=None)  # its files smaller than target_size (estimate)
+    left: int = 0  # small files the last compaction left (its own outputs below the target)
 
     def added(self, files: list[dict]) -> dict | None:
-        """After a commit that added `files` (each with `size`): compact if `min_files` are
-        small. Returns delta-rs's metrics of a compaction, or None."""
+        """After a commit that added `files` (each with `size`): compact once `min_files` small
+        files came since the last compaction. Returns delta-rs's metrics of a compaction, or
+        None."""
         if self.small is None:
             self.small = self._count()
         else:
             self.small += sum(1 for f in files if f["size"] < self.target_size)
-        if self.small < self.min_files:
+        if self.small - self.left < self.min_files:
             return None
         self.small = self._count()
-        if self.small < self.min_files:
+        if self.small - self.left < self.min_files:
             return None
         return self.compact()
 
     def compact(self) -> dict:
-        """Bin-pack the table's small files, in one dataChange=false commit."""
+        """Bin-pack the table's small files, in one dataChange=false commit (then, on a model's
+        table, its log kept and cleaned up as after its own commits)."""
         from deltalake import DeltaTable
 
         metrics = DeltaTable(self.path).optimize.compact(
-            target_size=self.target_size, post_commithook_properties=KEEP_LOG
+            target_size=self.target_size,
+            max_concurrent_tasks=2,  # in the dbt or runner process, beside the queries
+            post_commithook_properties=KEEP_LOG,
         )
-        self.small = self._count()
+        self.small = self.left = self._count()
+        if self.model:
+            table = DeltaTable(self.path)
+            tidy(self.path, table.version(), table.metadata().configuration)
         logging.getLogger(__name__).info(
             f"{self.path}: compacted {metrics['numFilesRemoved']} files into "
             f"{metrics['numFilesAdded']}"

@@ -27,7 +27,7 @@ from ..delta.offsets import Position
 from ..delta.partials import PartialsCommitter
 from ..delta.sink import BatchCommitter, create_table
 from ..delta.storage import is_delta
-from ..delta.upsert import UpsertCommitter, create_changelog
+from ..delta.upsert import DRIVER_BYTES, UpsertCommitter, create_changelog
 from ..errors import config_error
 from ..faults import fault_point
 from . import partials as state
@@ -82,6 +82,7 @@ class ModelSink:
         self.properties = table_properties(model.config)
         self.auto_compact = auto_compact(model.config)  # (min files, target size) or None
         self.compactions: dict[str, Compaction] = {}
+        self.compaction_failures = 0
         self.base_meta = {
             "fingerprint": plan.fingerprint,
             "model": model.name,
@@ -136,16 +137,26 @@ class ModelSink:
 
     def _compact(self, batch_id: int) -> None:
         """Compact the tables the batch's commits added files to, where they have become many
-        small files (delta/compaction.py), before the next batch."""
+        small files (delta/compaction.py), before the next batch. A failure is logged: the
+        batch is committed; after COMPACTION_FAILURES of them the run compacts no more."""
         for committer in self.committers:
             written, committer.written = getattr(committer, "written", {}), {}
             if self.auto_compact is None:
                 continue
             for path, files in written.items():
                 if path not in self.compactions:
-                    self.compactions[path] = Compaction(path, *self.auto_compact)
-                if self.compactions[path].added(files):
-                    fault_point("after_compaction", batch_id)
+                    min_files, target = self.auto_compact
+                    if self.keys and path == self.build:  # its MERGE rewrites whole files
+                        target = min(target, UPSERT_TARGET_SIZE)
+                    self.compactions[path] = Compaction(path, min_files, target, path == self.build)
+                try:
+                    if self.compactions[path].added(files):
+                        fault_point("after_compaction", batch_id)
+                except Exception as exc:  # noqa: BLE001 - the batch stands; compaction can wait
+                    self.compaction_failures += 1
+                    logger.warning(f"{self.model.name}: no compaction of {path}: {exc}")
+                    if self.compaction_failures >= COMPACTION_FAILURES:
+                        self.auto_compact = None
 
     def _committers(self) -> list:
         app_id = query_app_id(self.checkpoint)
@@ -310,15 +321,19 @@ def apply_table_properties(path: str, config) -> None:
         logger.info(f"{path}: table properties set: {changed}")
 
 
+COMPACTION_FAILURES = 3  # a run's failed compactions before it compacts no more
+UPSERT_TARGET_SIZE = DRIVER_BYTES // 2  # an upsert_table's files stay MERGEd in the process
+
+
 def auto_compact(config) -> tuple[int, int] | None:
-    """Config `auto_compact` (default on): (min_files, target size in bytes) of the model's
+    """Config `auto_compact` (default off): (min_files, target size in bytes) of the model's
     tables' compaction (delta/compaction.py), or None for `false`."""
     from .admission import SIZE_EXPECTED, parse_size
 
-    value = config.get("auto_compact", True)
-    if value is False:
+    value = config.get("auto_compact", False)
+    if value is False or value is None:
         return None
-    if value is True or value is None:
+    if value is True:
         return MIN_FILES, TARGET_SIZE
     expected = (
         "true, false, or {min_files: <n >= 2>, target_file_size: <size>} "
