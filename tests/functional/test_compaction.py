@@ -7,6 +7,8 @@ import pytest
 from dbt.tests.util import run_dbt
 from deltalake import DeltaTable
 
+from dbt.adapters.spark_streaming.delta.log import snapshot_files
+
 from .helpers import append_bids, equivalence_project, rows, table_path
 from .test_change_data_feed import cdf_replay
 from .test_upsert_table import changelog, replay
@@ -33,6 +35,13 @@ MODELS = {
 }
 
 
+def in_reading_order(path: str) -> list[dict]:
+    """The table's rows in the order a new stream reads its snapshot."""
+    import pyarrow.parquet as pq
+
+    return [r for f in snapshot_files(path, None) for r in pq.read_table(f.path).to_pylist()]
+
+
 def operations(path: str) -> list[str]:
     return [h.get("operation") for h in DeltaTable(path).history()]
 
@@ -47,6 +56,7 @@ class TestAutoCompaction:
         table, down, keyed = (
             table_path(project, m) for m in ("per_10min", "downstream", "per_item")
         )
+        read = []
         for n in range(8):
             minute = 10 * n
             append_bids(
@@ -61,6 +71,11 @@ class TestAutoCompaction:
                 ],
             )
             run_dbt(["run"])
+            # a compaction keeps the order a new stream reads the snapshot in: the rows read
+            # before, then the batch's (its outputs take their first input's place)
+            now = in_reading_order(table)
+            assert now[: len(read)] == read, n
+            read = now
             # compacted whenever 3 small files were there: never more than 2 + one batch's
             for path in (table, keyed, f"{keyed}/_dbt_streaming/changelog"):
                 assert len(DeltaTable(path).file_uris()) <= 4, (n, path)

@@ -44,7 +44,8 @@ def test_what_delta_would_refuse_or_misread_is_ssc201(value):
 
 
 def test_auto_compact_config():
-    assert auto_compact({}) is None and auto_compact({"auto_compact": False}) is None
+    assert auto_compact({"auto_compact": False}) is None
+    assert auto_compact({}) == auto_compact({"auto_compact": True})
     assert auto_compact({"auto_compact": True}) == (50, 128 * 1024 * 1024)
     assert auto_compact({"auto_compact": {"min_files": 4, "target_file_size": "1m"}}) == (
         4,

@@ -121,14 +121,16 @@ def commit(
     for f in actions.get("cdc", []):
         cdc = {"path": f"{CHANGE_DATA}/{f['path']}", "partitionValues": {}, "size": f["size"]}
         lines.append({"cdc": {**cdc, "dataChange": False}})
-    _put_if_absent(
+    put_if_absent(
         join(path, "_delta_log", f"{version:020d}.json"),
         "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines),
     )
     tidy(path, version, configuration, checkpoint=True)
 
 
-def _put_if_absent(uri: str, text: str) -> None:
+def put_if_absent(uri: str, text: str) -> None:
+    """Create the file at `uri` with `text`; FileExistsError if it exists (locally atomic: a
+    hard link of a temporary file; on object storage the run lock makes us the only writer)."""
     if not is_remote(uri):
         temporary = join(os.path.dirname(uri), f".{uuid.uuid4()}.json.tmp")
         with open(temporary, "w", encoding="utf-8") as out:

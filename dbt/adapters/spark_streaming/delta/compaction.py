@@ -1,11 +1,24 @@
 """Auto-compaction of the tables a model writes every micro-batch (its table, an upsert_table's
-changelog): once `min_files` of their files are smaller than `target_size`, they are bin-packed
-into files of about that size by delta-rs's OPTIMIZE, in one commit whose removes and adds are
-`dataChange: false`. Delta's streaming readers, and ours (delta/log.py), skip such a commit:
-a downstream model reads no row twice; the change data feed has no change in it; the rows a
-version holds are the same. It runs in the model's own query, after a micro-batch's commits and
-before the next batch, so it never races the model's commits. A crash in it leaves the table as
-it was (the commit is atomic; the files it wrote unreferenced, for VACUUM).
+table and changelog): once `min_files` of their files are smaller than `target_size`, runs of
+neighbouring small files are concatenated into files of about that size, in one commit whose
+removes and adds are `dataChange: false`. Delta's streaming readers, and ours (delta/log.py),
+skip such a commit: a downstream model reads no row twice; the change data feed has no change in
+it; the rows a version holds are the same.
+
+It keeps the order in which a stream reads the table. A new stream reads a snapshot's files by
+modification time, then path (Delta's source and ours: log.snapshot_files), and the rows of a
+file in order; that order is the order of arrival, which decides what a watermark drops as late
+and which of an append-only key's rows is last. So a compaction (unlike delta-rs's OPTIMIZE,
+which reorders rows and stamps its files with its own time) bins only files that are neighbours
+in that order, writes their rows in it, and gives each output the modification time of its
+first input and a name that sorts where that input did (`<first input>.c<version>.parquet`):
+the snapshot reads the same rows in the same order after it as before.
+
+The files are written by Spark tasks, one per output (delta/writer.py `concatenate_files`), and
+committed here as one put-if-absent log entry (delta/cdf.py `put_if_absent`). It runs in the
+model's own query, after a micro-batch's commits and before the next batch, so it never races
+the model's commits. A crash in it leaves the table as it was (the outputs unreferenced, for
+VACUUM).
 
 The small files are counted from the table's add actions once per run, then followed by the
 files each commit adds (an upsert_table's copy-on-write also removes some: the count is checked
@@ -15,14 +28,51 @@ the next one waits for `min_files` more.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+import time
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
-from .history import KEEP_LOG, tidy
+from .history import tidy
 from .log import add_action_table
+from .storage import join
+from .types import arrow_schema, delta_to_spark_type
+from .writer import concatenate_files
 
 MIN_FILES = 50  # Databricks' auto compaction's default (minNumFiles)
 TARGET_SIZE = 128 * 1024 * 1024  # bytes: delta.targetFileSize's default in Databricks' OPTIMIZE
+_SUFFIX = re.compile(r"(\.c\d{20})?(\.snappy)?\.parquet$")
+
+
+def output_name(first: str, version: int) -> str:
+    """The name of a compaction's output whose first input is `first` (a path as in the log),
+    committed as `version`: it sorts right after `first` among the table's files, also when
+    `first` is itself an output."""
+    return f"{_SUFFIX.sub('', first)}.c{version:020d}.snappy.parquet"
+
+
+def bins(actions: list[dict], target: int) -> list[list[dict]]:
+    """Runs of at least two neighbouring files in reading order (modification time, then path),
+    each file smaller than `target` and each run's total at most `target`. `actions`: add
+    actions (path, size_bytes, modification_time)."""
+    ordered = sorted(actions, key=lambda a: (a["modification_time"] or 0, a["path"]))
+    out: list[list[dict]] = []
+    run: list[dict] = []
+    size = 0
+    for a in ordered:
+        small = a["size_bytes"] < target
+        if small and run and size + a["size_bytes"] <= target:
+            run.append(a)
+            size += a["size_bytes"]
+            continue
+        if len(run) > 1:
+            out.append(run)
+        run, size = ([a], a["size_bytes"]) if small else ([], 0)
+    if len(run) > 1:
+        out.append(run)
+    return out
 
 
 @dataclass
@@ -37,43 +87,80 @@ class Compaction:
     small: int | None = field(default=None)  # its files smaller than target_size (estimate)
     left: int = 0  # small files the last compaction left (its own outputs below the target)
 
-    def added(self, files: list[dict]) -> dict | None:
+    def added(self, spark, files: list[dict]) -> dict | None:
         """After a commit that added `files` (each with `size`): compact once `min_files` small
-        files came since the last compaction. Returns delta-rs's metrics of a compaction, or
-        None."""
-        if self.small is None:
-            self.small = self._count()
-        else:
+        files came since the last compaction. Returns what it did ({files_removed,
+        files_added, version}), or None."""
+        if self.small is not None:
             self.small += sum(1 for f in files if f["size"] < self.target_size)
+            if self.small - self.left < self.min_files:
+                return None
+        table, actions = self._load()
+        self.small = sum(1 for a in actions if a["size_bytes"] < self.target_size)
         if self.small - self.left < self.min_files:
             return None
-        self.small = self._count()
-        if self.small - self.left < self.min_files:
+        return self.compact(spark, table, actions)
+
+    def compact(self, spark, table=None, actions=None) -> dict | None:
+        """Concatenate the table's runs of neighbouring small files, in one dataChange=false
+        commit (then, on a model's table, its log kept and cleaned up as after its own
+        commits). None if there is nothing to compact."""
+        from .cdf import ENGINE, put_if_absent
+
+        if table is None:
+            table, actions = self._load()
+        runs = bins(actions, self.target_size)
+        if not runs:
+            self.left = self.small = sum(1 for a in actions if a["size_bytes"] < self.target_size)
             return None
-        return self.compact()
-
-    def compact(self) -> dict:
-        """Bin-pack the table's small files, in one dataChange=false commit (then, on a model's
-        table, its log kept and cleaned up as after its own commits)."""
-        from deltalake import DeltaTable
-
-        metrics = DeltaTable(self.path).optimize.compact(
-            target_size=self.target_size,
-            max_concurrent_tasks=2,  # in the dbt or runner process, beside the queries
-            post_commithook_properties=KEEP_LOG,
+        version = table.version() + 1
+        columns = [(f.name, delta_to_spark_type(f.type)) for f in table.schema().fields]
+        named = [(output_name(r[0]["path"], version), [unquote(a["path"]) for a in r]) for r in runs]
+        written = {f["path"]: f for f in concatenate_files(spark, self.path, arrow_schema(columns), named)}
+        now = int(time.time() * 1000)
+        lines: list[dict] = [
+            {
+                "commitInfo": {
+                    "timestamp": now,
+                    "operation": "OPTIMIZE",
+                    "operationParameters": {"targetSize": str(self.target_size)},
+                    "readVersion": version - 1,
+                    "isBlindAppend": False,
+                    "engineInfo": ENGINE,
+                    "clientVersion": ENGINE,
+                }
+            }
+        ]
+        for run, (name, _) in zip(runs, named, strict=True):
+            f = written[name]
+            add = {"path": name, "partitionValues": {}, "size": f["size"]}
+            add.update({"modificationTime": run[0]["modification_time"], "dataChange": False})
+            lines.append({"add": {**add, "stats": f["stats"]}})
+            for a in run:
+                remove = {"path": a["path"], "dataChange": False, "deletionTimestamp": now}
+                remove.update({"extendedFileMetadata": True, "partitionValues": {}})
+                lines.append({"remove": {**remove, "size": a["size_bytes"]}})
+        put_if_absent(
+            join(self.path, "_delta_log", f"{version:020d}.json"),
+            "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines),
         )
-        self.small = self.left = self._count()
-        if self.model:
-            table = DeltaTable(self.path)
-            tidy(self.path, table.version(), table.metadata().configuration)
+        removed = sum(len(r) for r in runs)
+        outputs_small = sum(1 for f in written.values() if f["size"] < self.target_size)
+        self.small = self.left = self.small - removed + outputs_small
+        # a model table's log is kept and cleaned up by tidy; another's by the same hook
+        tidy(self.path, version, table.metadata().configuration, checkpoint=True, keep=self.model)
         logging.getLogger(__name__).info(
-            f"{self.path}: compacted {metrics['numFilesRemoved']} files into "
-            f"{metrics['numFilesAdded']}"
+            f"{self.path}: compacted {removed} files into {len(runs)} (version {version})"
         )
-        return metrics
+        return {"files_removed": removed, "files_added": len(runs), "version": version}
 
-    def _count(self) -> int:
+    def _load(self):
+        """The table and its add actions (path, size_bytes, modification_time); none of a
+        partitioned table's (the adapter's streaming tables have no partitions)."""
         from deltalake import DeltaTable
 
-        sizes = add_action_table(DeltaTable(self.path)).column("size_bytes").to_pylist()
-        return sum(1 for s in sizes if s < self.target_size)
+        table = DeltaTable(self.path)
+        if table.metadata().partition_columns:
+            return table, []
+        actions = add_action_table(table).select(["path", "size_bytes", "modification_time"])
+        return table, actions.to_pylist()

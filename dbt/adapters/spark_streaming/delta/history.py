@@ -159,13 +159,18 @@ def _last(meta: str, version: int) -> dict:
 
 
 def tidy(
-    path: str, version: int, configuration: Mapping[str, str | None], checkpoint: bool = False
+    path: str,
+    version: int,
+    configuration: Mapping[str, str | None],
+    checkpoint: bool = False,
+    keep: bool = True,
 ) -> None:
     """After the adapter's commit of `version` to the model table at `path` (with the table
     properties `configuration`): at every `delta.checkpointInterval`-th version, make a
     checkpoint there if `checkpoint` (delta-rs's commits make their own), copy our metadata of
-    the commits since the last segment into a new one, then remove the expired log. A failure
-    is logged, not raised: the version is committed, a later checkpoint will do."""
+    the commits since the last segment into a new one (unless not `keep`: another table than a
+    model's), then remove the expired log. A failure is logged, not raised: the version is
+    committed, a later checkpoint will do."""
     interval = str(configuration.get("delta.checkpointInterval") or CHECKPOINT_INTERVAL)
     if not interval.isdigit() or version % max(int(interval), 1) != 0:
         return
@@ -173,7 +178,8 @@ def tidy(
         table = DeltaTable(path, version=version)
         if checkpoint:
             table.create_checkpoint()
-        _keep(path, version)
+        if keep:
+            _keep(path, version)
         if (configuration.get("delta.enableExpiredLogCleanup") or "true").lower() != "false":
             table.cleanup_metadata()
     except Exception as exc:  # noqa: BLE001 - the commit stands; the next checkpoint tries again

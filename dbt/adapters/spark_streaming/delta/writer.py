@@ -131,6 +131,53 @@ class FileStats:
         )
 
 
+class ParquetOut:
+    """One Parquet file being written at `path` on `fs`, with `schema`: rows are conformed to
+    it, buffered into row groups of up to ROW_GROUP_ROWS rows or ROW_GROUP_BYTES, and their
+    Delta statistics kept. `close()` returns the file's metadata row (None if no row came: no
+    file); a failure deletes the file (`abort()`)."""
+
+    def __init__(self, fs, root: str, name: str, schema: pa.Schema):
+        self.fs, self.name, self.schema = fs, name, schema
+        self.path = f"{root.rstrip('/')}/{name}"
+        self.stats, self.writer = FileStats(schema), None
+        self.pending: list[pa.RecordBatch] = []
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if not batch.num_rows:
+            return
+        self.pending.append(conform(batch, self.schema))
+        self.stats.add(self.pending[-1])
+        if sum(b.num_rows for b in self.pending) >= ROW_GROUP_ROWS or (
+            sum(b.nbytes for b in self.pending) >= ROW_GROUP_BYTES
+        ):
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow.parquet as pq
+
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(
+                self.path, self.schema, filesystem=self.fs, compression="snappy"
+            )
+        self.writer.write_table(pa.Table.from_batches(self.pending), row_group_size=ROW_GROUP_ROWS)
+        self.pending = []
+
+    def close(self) -> dict | None:
+        if self.pending:
+            self._flush()
+        if self.writer is None:  # no row: no file
+            return None
+        self.writer.close()
+        size = self.fs.get_file_info(self.path).size
+        return {"path": self.name, "size": size, "rows": self.stats.rows, "stats": self.stats.json()}
+
+    def abort(self) -> None:
+        if self.writer is not None:  # a failed attempt leaves no file behind (when it can)
+            self.writer.close()
+            self.fs.delete_file(self.path)
+
+
 @dataclass(frozen=True)
 class FileWriter:
     """The task of `write_files`: writes the rows of one Spark partition as one Parquet file
@@ -142,49 +189,53 @@ class FileWriter:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.fs as pafs
-        import pyarrow.parquet as pq
         from pyspark import TaskContext
 
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
-        name = f"{self.prefix}{task:05d}-{uuid.uuid4()}.snappy.parquet"
         fs, root = pafs.FileSystem.from_uri(self.location)
-        path = f"{root.rstrip('/')}/{name}"
-        stats, writer = FileStats(self.schema), None
-        pending: list[pa.RecordBatch] = []
-
-        def flush():
-            nonlocal writer, pending
-            if writer is None:
-                writer = pq.ParquetWriter(path, self.schema, filesystem=fs, compression="snappy")
-            writer.write_table(pa.Table.from_batches(pending), row_group_size=ROW_GROUP_ROWS)
-            pending = []
-
+        out = ParquetOut(fs, root, f"{self.prefix}{task:05d}-{uuid.uuid4()}.snappy.parquet", self.schema)
         try:
             for batch in batches:
-                if batch.num_rows:
-                    pending.append(conform(batch, self.schema))
-                    stats.add(pending[-1])
-                    if sum(b.num_rows for b in pending) >= ROW_GROUP_ROWS or (
-                        sum(b.nbytes for b in pending) >= ROW_GROUP_BYTES
-                    ):
-                        flush()
-            if pending:
-                flush()
-            if writer is not None:
-                writer.close()
+                out.write(batch)
+            row = out.close()
         except BaseException:
-            if writer is not None:  # a failed attempt leaves no file behind (when it can)
-                writer.close()
-                fs.delete_file(path)
+            out.abort()
             raise
-        if writer is None:  # an empty partition writes no file
-            return
-        size = fs.get_file_info(path).size
-        yield pa.RecordBatch.from_pylist(
-            [{"path": name, "size": size, "rows": stats.rows, "stats": stats.json()}],
-            schema=_FILES_ARROW,
-        )
+        if row is not None:
+            yield pa.RecordBatch.from_pylist([row], schema=_FILES_ARROW)
+
+
+@dataclass(frozen=True)
+class Concatenator:
+    """The task of `concatenate_files`: for each id it is given, writes the rows of
+    `bins[id]`'s input files, in their order, into one Parquet file named `bins[id][0]`, and
+    yields its metadata row. Pickled to the executors."""
+
+    location: str  # the table's root
+    schema: pa.Schema
+    bins: tuple  # ((output name, (input paths relative to location, ...)), ...)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.fs as pafs
+        import pyarrow.parquet as pq
+
+        fs, root = pafs.FileSystem.from_uri(self.location)
+        for batch in batches:
+            for i in batch.column("id").to_pylist():
+                name, inputs = self.bins[i]
+                out = ParquetOut(fs, root, name, self.schema)
+                try:
+                    for path in inputs:
+                        with fs.open_input_file(f"{root.rstrip('/')}/{path}") as f:
+                            for piece in pq.ParquetFile(f).iter_batches(batch_size=65536):
+                                out.write(piece)
+                    row = out.close()
+                except BaseException:
+                    out.abort()
+                    raise
+                if row is not None:
+                    yield pa.RecordBatch.from_pylist([row], schema=_FILES_ARROW)
 
 
 def absolute(location: str) -> str:
@@ -202,3 +253,13 @@ def write_files(df, location: str, schema: pa.Schema, prefix: str) -> list[dict]
     fs.create_dir(root, recursive=True)
     files = df.mapInArrow(FileWriter(location, schema, prefix), FILES_SCHEMA).collect()
     return [row.asDict() for row in files]
+
+
+def concatenate_files(spark, location: str, schema: pa.Schema, bins: list) -> list[dict]:
+    """Write, for each (output name, [input paths]) of `bins`, the rows of its input files (of
+    the table at `location`, paths relative to it) in their order into one Parquet file, one
+    Spark task per output (on the executors); returns the outputs' metadata as write_files."""
+    location = absolute(location)
+    task = Concatenator(location, schema, tuple((n, tuple(i)) for n, i in bins))
+    ids = spark.range(0, len(bins), numPartitions=len(bins))
+    return [row.asDict() for row in ids.mapInArrow(task, FILES_SCHEMA).collect()]

@@ -129,13 +129,13 @@ class ModelSink:
             "watermark": _iso(watermark_ms) if self.plan.watermark_delay_us is not None else None,
         }
         count = self._commit(batch_df, batch_id, meta, batch_ts_ms)
-        self._compact(batch_id)
+        self._compact(batch_df.sparkSession, batch_id)
         self.rows_written += count
         self.commits += 1
         self.batches.append({"sources": versions, "watermark_ms": watermark_ms, **exact})
         self._progress(batch_id, count, versions, meta["watermark"])
 
-    def _compact(self, batch_id: int) -> None:
+    def _compact(self, spark, batch_id: int) -> None:
         """Compact the tables the batch's commits added files to, where they have become many
         small files (delta/compaction.py), before the next batch. A failure is logged: the
         batch is committed; after COMPACTION_FAILURES of them the run compacts no more."""
@@ -150,7 +150,7 @@ class ModelSink:
                         target = min(target, UPSERT_TARGET_SIZE)
                     self.compactions[path] = Compaction(path, min_files, target, path == self.build)
                 try:
-                    if self.compactions[path].added(files):
+                    if self.compactions[path].added(spark, files):
                         fault_point("after_compaction", batch_id)
                 except Exception as exc:  # noqa: BLE001 - the batch stands; compaction can wait
                     self.compaction_failures += 1
@@ -326,11 +326,11 @@ UPSERT_TARGET_SIZE = DRIVER_BYTES // 2  # an upsert_table's files stay MERGEd in
 
 
 def auto_compact(config) -> tuple[int, int] | None:
-    """Config `auto_compact` (default off): (min_files, target size in bytes) of the model's
+    """Config `auto_compact` (default on): (min_files, target size in bytes) of the model's
     tables' compaction (delta/compaction.py), or None for `false`."""
     from .admission import SIZE_EXPECTED, parse_size
 
-    value = config.get("auto_compact", False)
+    value = config.get("auto_compact", True)
     if value is False or value is None:
         return None
     if value is True:

@@ -1,0 +1,115 @@
+"""Order-keeping compaction (delta/compaction.py) without Spark: the bins it plans, the names
+its outputs sort by, and a compaction of a real Delta table whose snapshot a new stream reads in
+the same order, row for row, before and after (the outputs written by the executors' task,
+delta/writer.py Concatenator, run here in process)."""
+
+import json
+import random
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable
+
+from dbt.adapters.spark_streaming.delta import compaction, writer
+from dbt.adapters.spark_streaming.delta.compaction import Compaction, bins, output_name
+from dbt.adapters.spark_streaming.delta.log import snapshot_files, version_files
+from dbt.adapters.spark_streaming.delta.sink import append_files, create_table
+from dbt.adapters.spark_streaming.delta.writer import FileWriter
+
+SCHEMA = pa.schema([("id", pa.int64()), ("price", pa.float64()), ("item", pa.string())])
+
+
+def action(path, size, mtime):
+    return {"path": path, "size_bytes": size, "modification_time": mtime}
+
+
+def test_bins_are_runs_of_neighbours_in_reading_order():
+    actions = [
+        action("e", 10, 3),
+        action("a", 10, 1),
+        action("c", 10, 2),
+        action("b", 10, 2),
+        action("big", 100, 2),  # as large as the target: it ends a run ("b" is before it)
+        action("d", 60, 3),
+        action("f", 50, 3),
+        action("g", 10, 4),
+    ]
+    runs = [[a["path"] for a in r] for r in bins(actions, 100)]
+    # reading order: a(1) b big c (2) d e f (3) g (4); runs total at most 100
+    assert runs == [["a", "b"], ["c", "d", "e"], ["f", "g"]]
+    assert bins([action("a", 10, 1)], 100) == []
+
+
+def test_an_output_sorts_where_its_first_input_did():
+    rng = random.Random(7)
+    names = [f"part-{rng.randrange(100):05d}-{rng.randrange(10**6):06d}.snappy.parquet" for _ in range(200)]
+    names = sorted(set(names))
+    for i in range(1, len(names) - 1):  # it replaces names[i]: between its neighbours
+        out = output_name(names[i], 12)
+        assert names[i - 1] < out < names[i + 1]
+        again = output_name(out, 40)  # an output compacted again
+        assert again != out and names[i - 1] < again < names[i + 1]
+        assert again.endswith(".c00000000000000000040.snappy.parquet") and ".c0000" not in again[:-40]
+
+
+def in_process(spark, location, schema, named):
+    """concatenate_files with the task run here, one call per output (as one task each)."""
+    task = writer.Concatenator(writer.absolute(location), schema, tuple((n, tuple(i)) for n, i in named))
+    out = []
+    for i in range(len(named)):
+        ids = pa.RecordBatch.from_pydict({"id": pa.array([i], pa.int64())})
+        out += [row for b in task(iter([ids])) for row in b.to_pylist()]
+    return out
+
+
+def snapshot_rows(path):
+    """The table's rows in the order a new stream reads its snapshot."""
+    rows = []
+    for f in snapshot_files(path, None):
+        rows += pq.read_table(f.path).to_pylist()
+    return rows
+
+
+def append(path, rows, n):
+    batch = pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+    files = [r for b in FileWriter(path, SCHEMA, f"part-{n:05d}-")(iter([batch])) for r in b.to_pylist()]
+    append_files(path, files, SCHEMA, CommitProperties(), model=True)
+    return files
+
+
+def test_a_compaction_keeps_the_snapshot_in_reading_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(compaction, "concatenate_files", in_process)
+    path = str(tmp_path / "t")
+    create_table(path, SCHEMA, {"batch_id": None}, {"delta.checkpointInterval": "4"})
+    rng = random.Random(3)
+    c = Compaction(path, min_files=4, target_size=4_000, model=True)
+    done, before, outputs = [], None, []
+    for n in range(13):
+        rows = [
+            {"id": n * 100 + i, "price": rng.choice([None, rng.uniform(-1e9, 1e9)]), "item": rng.choice("ABC")}
+            for i in range(rng.randrange(1, 40))
+        ]
+        before = snapshot_rows(path) + rows  # what the snapshot reads, uncompacted
+        files = append(path, rows, n)
+        time.sleep(0.002)  # distinct modification times (ms)
+        result = c.added(None, files)
+        if result is not None:
+            done.append(result)
+            commit = (tmp_path / "t" / "_delta_log" / f"{result['version']:020d}.json").read_text()
+            actions = [json.loads(line) for line in commit.splitlines()]
+            assert all(not a[k]["dataChange"] for a in actions for k in ("add", "remove") if k in a)
+            outputs += [a["add"] for a in actions if "add" in a]
+            assert version_files(path, result["version"]) == []  # a stream reads nothing there
+        assert snapshot_rows(path) == before, n
+    assert done and all(r["files_removed"] > r["files_added"] for r in done)
+    table = DeltaTable(path)
+    assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == sorted(before, key=lambda r: r["id"])
+    assert len(table.file_uris()) < 13
+    # the outputs' statistics cover every column
+    for add in outputs:
+        stats = json.loads(add["stats"])
+        assert set(stats["nullCount"]) == {"id", "price", "item"} and set(stats["minValues"]) >= {"id"}
+        assert stats["numRecords"] == pq.read_metadata(tmp_path / "t" / add["path"]).num_rows
+    # a model table's log is kept beside it as it is cleaned up (delta/history.py)
+    assert table.history()  # loads: the checkpoints the compactions made are readable
