@@ -3,6 +3,9 @@ upsert_table's table and changelog, compacted as their small files add up, keep 
 downstream model reading the compacted table reads no row twice; the changelog and the change
 data feed replay the table; snapshot_equivalence passes."""
 
+import os
+import random
+
 import pytest
 from dbt.tests.util import run_dbt
 from deltalake import DeltaTable
@@ -90,3 +93,80 @@ class TestAutoCompaction:
         assert rows(keyed) == [("A", 4, 1.0 + 3 + 5 + 7), ("B", 4, 2.0 + 4 + 6 + 8), ("C", 8, 4.0)]
         results = run_dbt(["test"])
         assert len(results) == 3 and all(r.status == "pass" for r in results)
+
+
+MAINTAINED = {
+    "bid_rows": "{{ config(materialized='streaming_view', "
+    + COMPACT
+    + ") }}\nSELECT bidtime, price, item FROM {{ source('raw', 'bids') }}",
+    "per_window": "{{ config(materialized='streaming_view', watermark_delay='1 minute', "
+    "auto_compact=false) }}\nSELECT window_start, window_end, item, SUM(price) AS total, COUNT(*) AS n "
+    "FROM TABLE(TUMBLE(TABLE {{ ref('bid_rows') }}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)) "
+    "GROUP BY window_start, window_end, item",
+}
+
+
+def on_storage(path: str) -> set[str]:
+    return {n for n in os.listdir(path) if n.endswith(".parquet")}
+
+
+def live(path: str) -> set[str]:
+    return {os.path.basename(u) for u in DeltaTable(path).file_uris()}
+
+
+class TestVacuumAndOptimize:
+    """`run-operation vacuum` deletes the files compactions removed but those a lagging
+    downstream stream has still to read; the downstream's snapshot_equivalence still passes
+    (its oracle reads the vacuumed files' rows where the compaction put them);
+    `run-operation optimize` compacts on demand, keeping the reading order."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return equivalence_project(SOURCES, MAINTAINED)
+
+    def test_vacuum_keeps_what_a_lagging_reader_needs(self, project):
+        bids, table = table_path(project, "bids"), table_path(project, "bid_rows")
+        rng = random.Random(11)
+
+        def append(n):
+            append_bids(
+                bids,
+                [
+                    (
+                        f"2020-04-15 {8 + n // 6:02d}:{n % 6 * 10 + rng.randrange(10):02d}:{s:02d}",
+                        p,
+                        i,
+                    )
+                    for s, p, i in (
+                        (rng.randrange(60), rng.uniform(-1e6, 1e6), rng.choice("AB"))
+                        for _ in range(3)
+                    )
+                ],
+            )
+
+        for n in range(6):
+            append(n)
+            run_dbt(["run"])
+        assert "OPTIMIZE" in operations(table)
+        for n in range(6, 12):  # per_window lags: bid_rows compacts files it has not read
+            append(n)
+            run_dbt(["run", "-s", "bid_rows"])
+        removed = on_storage(table) - live(table)
+        run_dbt(["run-operation", "vacuum", "--args", "{retention_hours: 0}"])
+        kept = on_storage(table) - live(table)
+        assert kept and kept < removed  # some deleted, and what per_window has to read kept
+        run_dbt(["run"])  # per_window reads bid_rows' versions it had not read
+        assert len(rows(table)) == 36
+        results = run_dbt(["test"])
+        assert len(results) == 2 and all(r.status == "pass" for r in results)
+
+        # everyone caught up: everything removed goes, the tests still pass
+        run_dbt(["run-operation", "vacuum", "--args", "{retention_hours: 0}"])
+        assert on_storage(table) == live(table)
+        order = in_reading_order(table)
+        run_dbt(["run-operation", "optimize", "--args", "{model: bid_rows}"])
+        assert len(live(table)) == 1 and in_reading_order(table) == order
+        run_dbt(["run-operation", "vacuum"])  # the default retention (7 days): nothing goes
+        assert len(on_storage(table)) > 1
+        results = run_dbt(["test"])
+        assert len(results) == 2 and all(r.status == "pass" for r in results)

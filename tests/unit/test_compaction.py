@@ -3,17 +3,28 @@ its outputs sort by, and a compaction of a real Delta table whose snapshot a new
 the same order, row for row, before and after (the outputs written by the executors' task,
 delta/writer.py Concatenator, run here in process)."""
 
+import datetime as dt
 import json
+import os
 import random
 import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable
+from pyspark.sql.types import (
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
-from dbt.adapters.spark_streaming.delta import compaction, writer
+from dbt.adapters.spark_streaming.delta import compaction, origins, writer
 from dbt.adapters.spark_streaming.delta.compaction import Compaction, bins, output_name
 from dbt.adapters.spark_streaming.delta.log import snapshot_files, version_files
+from dbt.adapters.spark_streaming.delta.source import _moved, _read
 from dbt.adapters.spark_streaming.delta.sink import append_files, create_table
 from dbt.adapters.spark_streaming.delta.writer import FileWriter
 
@@ -43,19 +54,26 @@ def test_bins_are_runs_of_neighbours_in_reading_order():
 
 def test_an_output_sorts_where_its_first_input_did():
     rng = random.Random(7)
-    names = [f"part-{rng.randrange(100):05d}-{rng.randrange(10**6):06d}.snappy.parquet" for _ in range(200)]
+    names = [
+        f"part-{rng.randrange(100):05d}-{rng.randrange(10**6):06d}.snappy.parquet"
+        for _ in range(200)
+    ]
     names = sorted(set(names))
     for i in range(1, len(names) - 1):  # it replaces names[i]: between its neighbours
         out = output_name(names[i], 12)
         assert names[i - 1] < out < names[i + 1]
         again = output_name(out, 40)  # an output compacted again
         assert again != out and names[i - 1] < again < names[i + 1]
-        assert again.endswith(".c00000000000000000040.snappy.parquet") and ".c0000" not in again[:-40]
+        assert (
+            again.endswith(".c00000000000000000040.snappy.parquet") and ".c0000" not in again[:-40]
+        )
 
 
 def in_process(spark, location, schema, named):
     """concatenate_files with the task run here, one call per output (as one task each)."""
-    task = writer.Concatenator(writer.absolute(location), schema, tuple((n, tuple(i)) for n, i in named))
+    task = writer.Concatenator(
+        writer.absolute(location), schema, tuple((n, tuple(i)) for n, i in named)
+    )
     out = []
     for i in range(len(named)):
         ids = pa.RecordBatch.from_pydict({"id": pa.array([i], pa.int64())})
@@ -73,7 +91,9 @@ def snapshot_rows(path):
 
 def append(path, rows, n):
     batch = pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
-    files = [r for b in FileWriter(path, SCHEMA, f"part-{n:05d}-")(iter([batch])) for r in b.to_pylist()]
+    files = [
+        r for b in FileWriter(path, SCHEMA, f"part-{n:05d}-")(iter([batch])) for r in b.to_pylist()
+    ]
     append_files(path, files, SCHEMA, CommitProperties(), model=True)
     return files
 
@@ -85,13 +105,20 @@ def test_a_compaction_keeps_the_snapshot_in_reading_order(tmp_path, monkeypatch)
     rng = random.Random(3)
     c = Compaction(path, min_files=4, target_size=4_000, model=True)
     done, before, outputs = [], None, []
+    appended, per_file = [], {}
     for n in range(13):
         rows = [
-            {"id": n * 100 + i, "price": rng.choice([None, rng.uniform(-1e9, 1e9)]), "item": rng.choice("ABC")}
+            {
+                "id": n * 100 + i,
+                "price": rng.choice([None, rng.uniform(-1e9, 1e9)]),
+                "item": rng.choice("ABC"),
+            }
             for i in range(rng.randrange(1, 40))
         ]
         before = snapshot_rows(path) + rows  # what the snapshot reads, uncompacted
         files = append(path, rows, n)
+        appended += files
+        per_file[files[0]["path"]] = rows
         time.sleep(0.002)  # distinct modification times (ms)
         result = c.added(None, files)
         if result is not None:
@@ -104,12 +131,61 @@ def test_a_compaction_keeps_the_snapshot_in_reading_order(tmp_path, monkeypatch)
         assert snapshot_rows(path) == before, n
     assert done and all(r["files_removed"] > r["files_added"] for r in done)
     table = DeltaTable(path)
-    assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == sorted(before, key=lambda r: r["id"])
+    assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == sorted(
+        before, key=lambda r: r["id"]
+    )
     assert len(table.file_uris()) < 13
     # the outputs' statistics cover every column
     for add in outputs:
         stats = json.loads(add["stats"])
-        assert set(stats["nullCount"]) == {"id", "price", "item"} and set(stats["minValues"]) >= {"id"}
+        assert set(stats["nullCount"]) == {"id", "price", "item"} and set(stats["minValues"]) >= {
+            "id"
+        }
         assert stats["numRecords"] == pq.read_metadata(tmp_path / "t" / add["path"]).num_rows
-    # a model table's log is kept beside it as it is cleaned up (delta/history.py)
     assert table.history()  # loads: the checkpoints the compactions made are readable
+
+    # every file ever appended, read as the snapshot-equivalence oracle reads a stream's input
+    # (each with its batch's tag), after the compacted ones are gone from storage (vacuumed):
+    # their rows are read from the files that hold them now, each with its own tag
+    live = {os.path.basename(u) for u in table.file_uris()}
+    for name in os.listdir(tmp_path / "t"):
+        if name.endswith(".parquet") and name not in live:
+            os.remove(tmp_path / "t" / name)
+    entries = [(os.path.join(path, f["path"]), {"w": i}) for i, f in enumerate(appended)]
+    schema = StructType(
+        [
+            StructField(n, t)
+            for n, t in (
+                ("id", LongType()),
+                ("price", DoubleType()),
+                ("item", StringType()),
+                ("w", TimestampType()),
+            )
+        ]
+    )
+    read = [r for b in _read(_moved(path, entries), schema, "w") for r in b.to_pylist()]
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    assert [{**r, "w": (r["w"] - epoch) // dt.timedelta(milliseconds=1)} for r in read] == [
+        {**r, "w": i} for i, f in enumerate(appended) for r in per_file[f["path"]]
+    ]
+    moved = origins.moved(path)
+    assert len(moved) > len(live) and any(".c0" in f for f in moved)  # outputs compacted again
+
+
+def test_a_record_left_pending_is_settled_by_the_log(tmp_path):
+    path = str(tmp_path / "t")
+    create_table(path, SCHEMA, {"batch_id": None})
+    files = append(path, [{"id": 1, "price": 1.0, "item": "A"}], 0)  # version 1
+    folder = tmp_path / "t" / "_dbt_streaming" / "compacted"
+    # a crash after the record, before the commit, whose version a batch then took
+    origins.record(path, 1, "lost", {"x.parquet": [[files[0]["path"], 1]]})
+    # a crash after the commit of version 2, before its record was made final
+    origins.record(path, 2, "ours", {"y.parquet": [[files[0]["path"], 1]]})
+    (tmp_path / "t" / "_delta_log" / f"{2:020d}.json").write_text(
+        json.dumps({"commitInfo": {origins.TOKEN: "ours"}}) + "\n"
+    )
+    origins.record(path, 3, "under way", {"z.parquet": [[files[0]["path"], 1]]})  # not committed
+    assert origins.moved(path) == {}  # pending records are not read
+    origins.settle(path)
+    assert sorted(os.listdir(folder)) == [f"{2:020d}.json", f"{3:020d}.pending.json"]
+    assert origins.moved(path) == {files[0]["path"]: ("y.parquet", 0, 1)}

@@ -183,6 +183,25 @@ class SparkStreamingAdapter(SparkAdapter):
         return stop_runners(self._session()[1].control, model)
 
     @available.parse_none
+    def vacuum_models(
+        self, models: list, retention_hours: int | None = None, dry_run: bool = False
+    ) -> list:
+        """VACUUM the tables of `models` ([{name, readers}]): runtime/maintenance.py."""
+        from .runtime.maintenance import vacuum_models
+
+        verb = "would delete" if dry_run else "deleted"
+        done = vacuum_models(self._session()[1], models, retention_hours, dry_run)
+        return [d.line(verb) for d in done]
+
+    @available.parse_none
+    def optimize_models(self, models: list) -> list:
+        """Compact the tables of `models` ([{name, config}]) now: runtime/maintenance.py."""
+        from .runtime.maintenance import optimize_models
+
+        spark, catalog = self._session()
+        return [d.line("compacted") for d in optimize_models(spark, catalog, models)]
+
+    @available.parse_none
     def snapshot_equivalence(
         self,
         relation: BaseRelation,

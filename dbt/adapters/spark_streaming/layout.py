@@ -9,6 +9,8 @@ Per table (a Delta table at ``<table>``, usually ``<warehouse>/<schema>/<identif
     <table>/_dbt_streaming/queries/<fingerprint>.json   the model's query, as it was run
     <table>/_dbt_streaming/history/<first>-<last>.json  our metadata of its commits, kept
                                              beyond the Delta log's retention (delta/history.py)
+    <table>/_dbt_streaming/compacted/<version>.json  where a compaction put the rows of the
+                                             files it replaced (delta/origins.py)
     <table>/_dbt_streaming/staging/          an incremental MERGE's new rows, while it runs
     <table>/_dbt_view.sql                    a `view` model's SQL (where a table would be)
 
@@ -85,6 +87,12 @@ def query_path(table: str, fingerprint: str) -> str:
 def history_path(table: str) -> str:
     """Where our metadata of the commits to the table at `table` is kept (delta/history.py)."""
     return os.path.join(table, TABLE_DIR, "history")
+
+
+def compacted_path(table: str) -> str:
+    """Where the compactions of the table at `table` record the files they replaced
+    (delta/origins.py)."""
+    return os.path.join(table, TABLE_DIR, "compacted")
 
 
 def view_path(location: str) -> str:

@@ -32,9 +32,11 @@ import json
 import logging
 import re
 import time
+import uuid
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+from . import origins
 from .history import tidy
 from .log import add_action_table
 from .storage import join
@@ -105,48 +107,49 @@ class Compaction:
         """Concatenate the table's runs of neighbouring small files, in one dataChange=false
         commit (then, on a model's table, its log kept and cleaned up as after its own
         commits). None if there is nothing to compact."""
-        from .cdf import ENGINE, put_if_absent
+        from .cdf import put_if_absent
 
         if table is None:
             table, actions = self._load()
-        runs = bins(actions, self.target_size)
-        if not runs:
-            self.left = self.small = sum(1 for a in actions if a["size_bytes"] < self.target_size)
-            return None
+        small = sum(1 for a in actions if a["size_bytes"] < self.target_size)
         version = table.version() + 1
+        runs = [(r, output_name(r[0]["path"], version)) for r in bins(actions, self.target_size)]
         columns = [(f.name, delta_to_spark_type(f.type)) for f in table.schema().fields]
-        named = [(output_name(r[0]["path"], version), [unquote(a["path"]) for a in r]) for r in runs]
-        written = {f["path"]: f for f in concatenate_files(spark, self.path, arrow_schema(columns), named)}
-        now = int(time.time() * 1000)
-        lines: list[dict] = [
+        named = [(name, [unquote(a["path"]) for a in run]) for run, name in runs]
+        written = (
             {
-                "commitInfo": {
-                    "timestamp": now,
-                    "operation": "OPTIMIZE",
-                    "operationParameters": {"targetSize": str(self.target_size)},
-                    "readVersion": version - 1,
-                    "isBlindAppend": False,
-                    "engineInfo": ENGINE,
-                    "clientVersion": ENGINE,
-                }
+                f["path"]: f
+                for f in concatenate_files(spark, self.path, arrow_schema(columns), named)
             }
-        ]
-        for run, (name, _) in zip(runs, named, strict=True):
-            f = written[name]
-            add = {"path": name, "partitionValues": {}, "size": f["size"]}
-            add.update({"modificationTime": run[0]["modification_time"], "dataChange": False})
-            lines.append({"add": {**add, "stats": f["stats"]}})
-            for a in run:
-                remove = {"path": a["path"], "dataChange": False, "deletionTimestamp": now}
-                remove.update({"extendedFileMetadata": True, "partitionValues": {}})
-                lines.append({"remove": {**remove, "size": a["size_bytes"]}})
+            if runs
+            else {}
+        )
+        runs = [(run, name) for run, name in runs if name in written]  # not of empty files only
+        if not runs:
+            self.small = self.left = small
+            return None
+        token = uuid.uuid4().hex
+        origins.settle(self.path)
+        origins.record(
+            self.path,
+            version,
+            token,
+            {
+                name: [
+                    [unquote(a["path"]), n]
+                    for a, n in zip(run, json.loads(written[name]["counts"]), strict=True)
+                ]
+                for run, name in runs
+            },
+        )
         put_if_absent(
             join(self.path, "_delta_log", f"{version:020d}.json"),
-            "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines),
+            _commit(version, token, self.target_size, [(run, written[name]) for run, name in runs]),
         )
-        removed = sum(len(r) for r in runs)
-        outputs_small = sum(1 for f in written.values() if f["size"] < self.target_size)
-        self.small = self.left = self.small - removed + outputs_small
+        origins.committed(self.path, version)
+        removed = sum(len(run) for run, _ in runs)
+        outputs_small = sum(1 for _, name in runs if written[name]["size"] < self.target_size)
+        self.small = self.left = small - removed + outputs_small
         # a model table's log is kept and cleaned up by tidy; another's by the same hook
         tidy(self.path, version, table.metadata().configuration, checkpoint=True, keep=self.model)
         logging.getLogger(__name__).info(
@@ -164,3 +167,31 @@ class Compaction:
             return table, []
         actions = add_action_table(table).select(["path", "size_bytes", "modification_time"])
         return table, actions.to_pylist()
+
+
+def _commit(version: int, token: str, target: int, outputs: list[tuple[list[dict], dict]]) -> str:
+    """The log entry of compaction `version`: per (run, output written), the output's add
+    (its first input's modification time) and the run's removes, all dataChange=false."""
+    from .cdf import ENGINE
+
+    now = int(time.time() * 1000)
+    info = {
+        "timestamp": now,
+        "operation": "OPTIMIZE",
+        "operationParameters": {"targetSize": str(target)},
+        "readVersion": version - 1,
+        "isBlindAppend": False,
+        "engineInfo": ENGINE,
+        "clientVersion": ENGINE,
+        origins.TOKEN: token,
+    }
+    lines: list[dict] = [{"commitInfo": info}]
+    for run, f in outputs:
+        add = {"path": f["path"], "partitionValues": {}, "size": f["size"]}
+        add.update({"modificationTime": run[0]["modification_time"], "dataChange": False})
+        lines.append({"add": {**add, "stats": f["stats"]}})
+        for a in run:
+            remove = {"path": a["path"], "dataChange": False, "deletionTimestamp": now}
+            remove.update({"extendedFileMetadata": True, "partitionValues": {}})
+            lines.append({"remove": {**remove, "size": a["size_bytes"]}})
+    return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)

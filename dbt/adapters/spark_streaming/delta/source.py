@@ -46,7 +46,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from . import offsets, storage, types
+from . import offsets, origins, storage, types
 from .log import OP, Log, files_named, rearranged, snapshot_files, starting_position
 from .log import added_files as added_files  # the runtime imports these from here
 from .log import latest_version as latest_version
@@ -116,6 +116,23 @@ def files_by_batch(root: str, after, batches: list[list], column: str) -> list[t
                 "(the table was rewritten, e.g. compacted)",
                 "Rebuild the model with `dbt run --full-refresh`.",
             )
+    return _moved(root, out)
+
+
+ROWS = "__dss_rows"  # a file entry's [first row, rows] in the file that holds its rows now
+
+
+def _moved(root: str, files: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """`files` with each file a compaction replaced read where its rows are now
+    (delta/origins.py), on storage or not: [first row, rows] under ROWS."""
+    where = {storage.join(root, f): m for f, m in origins.moved(root).items()}
+    out = []
+    for path, constants in files:
+        if path in where:
+            output, first, rows = where[path]
+            out.append((storage.join(root, output), {**constants, ROWS: [first, rows]}))
+        else:
+            out.append((path, constants))
     return out
 
 
@@ -139,18 +156,19 @@ def _read(
     files: list[tuple[str, dict]], schema, late: str | None = None
 ) -> Iterator[pa.RecordBatch]:
     """The rows of `files` as `schema`; with `late`, that last column holds each file's batch
-    watermark (files_by_batch)."""
+    watermark (files_by_batch). A file whose rows a compaction moved (ROWS) is read from
+    where they are now; neighbours moved to one file are read in one pass."""
     import pyarrow.parquet as pq
 
     target = types.arrow_schema([(f.name, f.dataType.simpleString()) for f in schema.fields])
     data = pa.schema([f for f in target if f.name != late])
-    for path, constants in files:
+    for path, start, parts in _runs(files):
         filesystem, file_path = storage.filesystem(path)
         pf = pq.ParquetFile(filesystem.open_input_file(file_path))
         present = [n for n in data.names if n in pf.schema_arrow.names]
         changes = OP in data.names and CHANGE_TYPE in pf.schema_arrow.names  # a cdc file
         columns = present + [CHANGE_TYPE] if changes else present
-        for batch in pf.iter_batches(batch_size=65536, columns=columns):
+        for batch, constants in _pieces(pf, columns, start, parts):
             if changes:
                 batch = _with_op(batch)
             batch = types.conform(batch, data, constants)
@@ -160,6 +178,61 @@ def _read(
                     batch.columns + [watermark.cast(target.field(late).type)], schema=target
                 )
             yield batch
+
+
+def _runs(files: list[tuple[str, dict]]) -> list[tuple[str, int | None, list]]:
+    """`files` as (path, first row or None for the whole file, [(constants, rows), ...]): the
+    consecutive entries whose rows follow each other in one file (ROWS) make one run."""
+    runs: list[tuple[str, int | None, list]] = []
+    end = None  # the row after the last run's
+    for path, constants in files:
+        rows = constants.get(ROWS)
+        if rows is None:
+            runs.append((path, None, [(constants, None)]))
+            end = None
+            continue
+        constants = {k: v for k, v in constants.items() if k != ROWS}
+        if runs and runs[-1][0] == path and end == rows[0]:
+            runs[-1][2].append((constants, rows[1]))
+        else:
+            runs.append((path, rows[0], [(constants, rows[1])]))
+        end = rows[0] + rows[1]
+    return runs
+
+
+def _pieces(pf, columns: list[str], start: int | None, parts: list) -> Iterator[tuple]:
+    """(batch, constants) of a run (_runs): the whole file, or from row `start` each part's
+    rows in turn (from the row group that holds `start` on)."""
+    if start is None:
+        for batch in pf.iter_batches(batch_size=65536, columns=columns):
+            yield batch, parts[0][0]
+        return
+    first, skip = 0, start
+    while first < pf.metadata.num_row_groups and skip >= pf.metadata.row_group(first).num_rows:
+        skip -= pf.metadata.row_group(first).num_rows
+        first += 1
+    groups = list(range(first, pf.metadata.num_row_groups))
+    batches = (
+        pf.iter_batches(batch_size=65536, columns=columns, row_groups=groups)
+        if groups
+        else iter(())
+    )
+    queue = [(c, n) for c, n in parts if n]
+    for batch in batches:
+        if skip:
+            batch, skip = batch.slice(min(skip, batch.num_rows)), max(skip - batch.num_rows, 0)
+        while batch.num_rows and queue:
+            constants, n = queue[0]
+            take = min(n, batch.num_rows)
+            yield batch.slice(0, take), constants
+            batch = batch.slice(take)
+            queue[0] = (constants, n - take)
+            if not queue[0][1]:
+                queue.pop(0)
+        if not queue:
+            return
+    if queue:
+        raise ValueError("a compacted file has fewer rows than its compaction recorded")
 
 
 def _with_op(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -32,6 +32,9 @@ FILES_SCHEMA = "path string, size bigint, rows bigint, stats string"
 _FILES_ARROW = pa.schema(
     [("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("stats", pa.string())]
 )
+# What a Concatenator task returns per output: also each input's row count (a JSON list)
+CONCAT_SCHEMA = FILES_SCHEMA + ", counts string"
+_CONCAT_ARROW = _FILES_ARROW.append(pa.field("counts", pa.string()))
 # Rows buffered before a Parquet row group is written (Spark hands over 10,000-row batches).
 ROW_GROUP_ROWS = 1 << 20
 ROW_GROUP_BYTES = 64 << 20
@@ -170,7 +173,12 @@ class ParquetOut:
             return None
         self.writer.close()
         size = self.fs.get_file_info(self.path).size
-        return {"path": self.name, "size": size, "rows": self.stats.rows, "stats": self.stats.json()}
+        return {
+            "path": self.name,
+            "size": size,
+            "rows": self.stats.rows,
+            "stats": self.stats.json(),
+        }
 
     def abort(self) -> None:
         if self.writer is not None:  # a failed attempt leaves no file behind (when it can)
@@ -194,7 +202,9 @@ class FileWriter:
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
         fs, root = pafs.FileSystem.from_uri(self.location)
-        out = ParquetOut(fs, root, f"{self.prefix}{task:05d}-{uuid.uuid4()}.snappy.parquet", self.schema)
+        out = ParquetOut(
+            fs, root, f"{self.prefix}{task:05d}-{uuid.uuid4()}.snappy.parquet", self.schema
+        )
         try:
             for batch in batches:
                 out.write(batch)
@@ -210,7 +220,7 @@ class FileWriter:
 class Concatenator:
     """The task of `concatenate_files`: for each id it is given, writes the rows of
     `bins[id]`'s input files, in their order, into one Parquet file named `bins[id][0]`, and
-    yields its metadata row. Pickled to the executors."""
+    yields its metadata row with each input's row count. Pickled to the executors."""
 
     location: str  # the table's root
     schema: pa.Schema
@@ -224,18 +234,21 @@ class Concatenator:
         for batch in batches:
             for i in batch.column("id").to_pylist():
                 name, inputs = self.bins[i]
-                out = ParquetOut(fs, root, name, self.schema)
+                out, counts = ParquetOut(fs, root, name, self.schema), []
                 try:
                     for path in inputs:
                         with fs.open_input_file(f"{root.rstrip('/')}/{path}") as f:
+                            counts.append(0)
                             for piece in pq.ParquetFile(f).iter_batches(batch_size=65536):
                                 out.write(piece)
+                                counts[-1] += piece.num_rows
                     row = out.close()
                 except BaseException:
                     out.abort()
                     raise
                 if row is not None:
-                    yield pa.RecordBatch.from_pylist([row], schema=_FILES_ARROW)
+                    row["counts"] = json.dumps(counts)
+                    yield pa.RecordBatch.from_pylist([row], schema=_CONCAT_ARROW)
 
 
 def absolute(location: str) -> str:
@@ -258,8 +271,9 @@ def write_files(df, location: str, schema: pa.Schema, prefix: str) -> list[dict]
 def concatenate_files(spark, location: str, schema: pa.Schema, bins: list) -> list[dict]:
     """Write, for each (output name, [input paths]) of `bins`, the rows of its input files (of
     the table at `location`, paths relative to it) in their order into one Parquet file, one
-    Spark task per output (on the executors); returns the outputs' metadata as write_files."""
+    Spark task per output (on the executors); returns the outputs' metadata as write_files,
+    with `counts`: each input's rows (JSON)."""
     location = absolute(location)
     task = Concatenator(location, schema, tuple((n, tuple(i)) for n, i in bins))
     ids = spark.range(0, len(bins), numPartitions=len(bins))
-    return [row.asDict() for row in ids.mapInArrow(task, FILES_SCHEMA).collect()]
+    return [row.asDict() for row in ids.mapInArrow(task, CONCAT_SCHEMA).collect()]

@@ -1,0 +1,107 @@
+"""Where the rows of the files a compaction replaced are now, so that those files can be
+vacuumed and still be read as they were.
+
+A compaction (delta/compaction.py) writes the rows of a run of files, in order, into one file:
+the rows of its i-th input are the output's rows [offset_i, offset_i + rows_i). Before it
+commits, it records that in ``<table>/_dbt_streaming/compacted/<version>.pending.json``
+({"token": ..., "outputs": {output: [[input, rows], ...]}}); once its commit (whose commitInfo
+carries the token) is in the log, it renames the record ``<version>.json``. A record left
+pending by a crash is settled by the next compaction or vacuum (`settle`): kept if the log's
+commit of that version carries its token, deleted if another commit took the version.
+
+The snapshot-equivalence oracle reads every file a stream ever read (delta/source.py
+`files_by_batch`): `moved` tells it where each compacted file's rows are, following outputs
+compacted again, and it reads them there (source.py `_read`), whether or not the file is
+still on storage. Paths are as in the log (relative to the table, unquoted).
+
+Imported by Spark's Python workers through delta/source.py: storage only, no deltalake.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..layout import compacted_path
+from . import storage
+
+TOKEN = "compactionToken"  # the commitInfo key of a compaction's token
+_RECORD = re.compile(r"(\d{20})(\.pending)?\.json")
+
+
+def _name(version: int, pending: bool) -> str:
+    return f"{version:020d}{'.pending' if pending else ''}.json"
+
+
+def record(table: str, version: int, token: str, outputs: dict[str, list]) -> None:
+    """Record, before its commit, that compaction `version` (with `token`) writes each input's
+    rows into `outputs` ({output: [[input, rows], ...]}, inputs in order)."""
+    text = json.dumps({"token": token, "outputs": outputs})
+    storage.write_text(storage.join(compacted_path(table), _name(version, True)), text)
+
+
+def committed(table: str, version: int) -> None:
+    """Compaction `version` is in the log: its record is final."""
+    folder = compacted_path(table)
+    pending = storage.join(folder, _name(version, True))
+    storage.write_text(storage.join(folder, _name(version, False)), storage.read_text(pending))
+    storage.remove(pending)
+
+
+def settle(table: str) -> None:
+    """Make final each pending record whose commit is in the log, delete those whose version
+    another commit took; leave those whose version is not committed yet (a compaction under
+    way, or one that crashed before its commit: the next one at that version rewrites it)."""
+    folder = compacted_path(table)
+    for name in storage.list_files(folder):
+        m = _RECORD.fullmatch(name)
+        if m is None or not m[2]:
+            continue
+        version = int(m[1])
+        try:
+            token = json.loads(storage.read_text(storage.join(folder, name)))["token"]
+            commit = storage.read_text(storage.join(table, "_delta_log", f"{version:020d}.json"))
+        except FileNotFoundError:
+            continue
+        info = next(
+            (
+                json.loads(line)["commitInfo"]
+                for line in commit.splitlines()
+                if '"commitInfo"' in line
+            ),
+            {},
+        )
+        if info.get(TOKEN) == token:
+            try:
+                committed(table, version)
+            except FileNotFoundError:  # settled meanwhile by another
+                pass
+        else:
+            storage.remove(storage.join(folder, name))
+
+
+def moved(table: str) -> dict[str, tuple[str, int, int]]:
+    """{file: (the file its rows are in now, first row, rows)} for every file a compaction of
+    the table replaced (final records only), following outputs compacted again."""
+    folder = compacted_path(table)
+    records = sorted(
+        (int(m[1]), n)
+        for n in storage.list_files(folder)
+        if (m := _RECORD.fullmatch(n)) and not m[2]
+    )
+    where: dict[str, tuple[str, int, int]] = {}
+    holds: dict[str, list[str]] = {}  # output -> the files whose rows it holds
+    for _, name in records:
+        for output, inputs in json.loads(storage.read_text(storage.join(folder, name)))[
+            "outputs"
+        ].items():
+            offset, held = 0, holds.setdefault(output, [])
+            for path, rows in inputs:
+                for earlier in holds.pop(path, []):  # an output compacted again
+                    _, start, n = where[earlier]
+                    where[earlier] = (output, offset + start, n)
+                    held.append(earlier)
+                where[path] = (output, offset, rows)
+                held.append(path)
+                offset += rows
+    return where
