@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from dbt.adapters.spark_streaming.delta import origins
 from dbt.adapters.spark_streaming.faults import ENV, EXIT_CODE
 
 from .helpers import commits
@@ -112,12 +113,26 @@ def test_crash_then_rerun_loses_and_duplicates_nothing(base, tmp_path, fault):
     crash_and_rerun(base, tmp_path, fault)
 
 
-def test_a_crash_after_a_compaction_loses_and_duplicates_nothing(base, tmp_path):
-    """Compacted after batch 2's commit (every 2 small files), killed before Spark's checkpoint
-    commit: the rerun replays batch 2 over the compacted table."""
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "after_compaction@2",
+        pytest.param("compaction_written", marks=pytest.mark.full),
+        "compaction_committed",
+    ],
+)
+def test_a_crash_in_or_after_a_compaction_loses_and_duplicates_nothing(base, tmp_path, fault):
+    """Compacted after batch 2's commit (every 2 small files), killed with its files written
+    but not committed, committed but not recorded as final (delta/origins.py), or after it,
+    before Spark's checkpoint commit: the rerun replays batch 2, compacts again, and leaves no
+    record pending; every file a compaction replaced is read where its rows went."""
     compacting = MODEL.replace("'1 minute'", "'1 minute', auto_compact={'min_files': 2}")
-    out = crash_and_rerun(base, tmp_path, "after_compaction@2", compacting)
+    out = crash_and_rerun(base, tmp_path, fault, compacting)
     assert "OPTIMIZE" in [h.get("operation") for h in DeltaTable(out).history()]
+    records = os.listdir(os.path.join(out, "_dbt_streaming", "compacted"))
+    assert records and not [r for r in records if "pending" in r]
+    moved = origins.moved(out)
+    assert all(os.path.exists(os.path.join(out, f)) for f, _, _ in moved.values())
 
 
 def crash_and_rerun(base, tmp_path, fault: str, model: str = MODEL) -> str:

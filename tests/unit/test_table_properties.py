@@ -4,7 +4,8 @@ before any stream starts."""
 import pytest
 
 from dbt.adapters.spark_streaming.errors import StreamingError
-from dbt.adapters.spark_streaming.runtime.sink import auto_compact, table_properties
+from dbt.adapters.spark_streaming.runtime.maintenance import auto_compact
+from dbt.adapters.spark_streaming.runtime.sink import table_properties
 
 
 def test_values_become_delta_strings():

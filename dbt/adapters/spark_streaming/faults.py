@@ -9,9 +9,16 @@ the order a micro-batch passes them:
   after_delta_commit   Delta commit done, Spark's checkpoint commit not yet written
   after_compaction     the batch's tables compacted (delta/compaction.py), Spark's checkpoint
                        commit not yet written
+  after_vacuum         the model's tables vacuumed (runtime/maintenance.py), Spark's
+                       checkpoint commit not yet written
 
 (an upsert_table: during_write = its changelog committed and the table's rewritten files
 written, the table's commit not yet),
+
+and, inside a compaction (delta/compaction.py; no batch id):
+
+  compaction_written   its files written and recorded (delta/origins.py), its commit not made
+  compaction_committed its commit made, its record not yet final
 
 and, in a `--full-refresh` (runtime/lifecycle.py; no batch id):
 

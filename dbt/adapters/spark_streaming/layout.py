@@ -11,6 +11,7 @@ Per table (a Delta table at ``<table>``, usually ``<warehouse>/<schema>/<identif
                                              beyond the Delta log's retention (delta/history.py)
     <table>/_dbt_streaming/compacted/<version>.json  where a compaction put the rows of the
                                              files it replaced (delta/origins.py)
+    <table>/_dbt_streaming/vacuumed          when the table was last vacuumed
     <table>/_dbt_streaming/staging/          an incremental MERGE's new rows, while it runs
     <table>/_dbt_view.sql                    a `view` model's SQL (where a table would be)
 
@@ -93,6 +94,11 @@ def compacted_path(table: str) -> str:
     """Where the compactions of the table at `table` record the files they replaced
     (delta/origins.py)."""
     return os.path.join(table, TABLE_DIR, "compacted")
+
+
+def vacuumed_path(table: str) -> str:
+    """When the model's tables were last vacuumed (runtime/maintenance.py)."""
+    return os.path.join(table, TABLE_DIR, "vacuumed")
 
 
 def view_path(location: str) -> str:

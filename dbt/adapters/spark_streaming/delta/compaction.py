@@ -36,6 +36,7 @@ import uuid
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+from ..faults import fault_point
 from . import origins
 from .history import tidy
 from .log import add_action_table
@@ -142,10 +143,12 @@ class Compaction:
                 for run, name in runs
             },
         )
+        fault_point("compaction_written", -1)
         put_if_absent(
             join(self.path, "_delta_log", f"{version:020d}.json"),
             _commit(version, token, self.target_size, [(run, written[name]) for run, name in runs]),
         )
+        fault_point("compaction_committed", -1)
         origins.committed(self.path, version)
         removed = sum(len(run) for run, _ in runs)
         outputs_small = sum(1 for _, name in runs if written[name]["size"] < self.target_size)

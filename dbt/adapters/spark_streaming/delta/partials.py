@@ -45,6 +45,7 @@ def rows_with_keys(dt: DeltaTable, keys: Sequence[str], of: pa.Table) -> pa.Tabl
 class PartialsCommitter:
     def __init__(self, table_path: str, app_id: str, keys: list[str]):
         self.path, self.app_id, self.keys = partials_path(table_path), app_id, keys
+        self.written: dict[str, list[dict]] = {}  # the files its last commit added (sizes unknown)
 
     def committed(self, batch_id: int) -> bool:
         if not DeltaTable.is_deltatable(self.path):
@@ -61,13 +62,15 @@ class PartialsCommitter:
         before = dt.version()
         props = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
         on = " AND ".join(f"(t.{quote(k)} IS NOT DISTINCT FROM s.{quote(k)})" for k in self.keys)
-        (
+        metrics = (
             dt.merge(merged, on, source_alias="s", target_alias="t", commit_properties=props)
             .when_matched_update_all()
             .when_not_matched_insert_all()
             .when_not_matched_by_source_delete(predicate=f"t.{quote(UPDATED)} < {int(cutoff_ms)}")
             .execute()
         )
+        # for auto-compaction (runtime/maintenance.py), which counts them against the table
+        self.written = {self.path: [{"size": 0}] * metrics.get("num_target_files_added", 0)}
         if dt.version() == before:  # a MERGE that changes nothing commits nothing
             dt.create_write_transaction(
                 [], mode="append", schema=dt.schema(), commit_properties=props

@@ -291,6 +291,16 @@ class Catalog:
             return [i for (s, i) in self._bound if s == schema.lower()]
 
 
+def warehouse_tables(warehouse: str) -> list[tuple[str, str]]:
+    """(schema.identifier, path) of the Delta tables in the warehouse, read from disk."""
+    return [
+        (f"{schema}.{identifier}", path)
+        for schema, identifiers in _schema_dirs(warehouse)
+        for identifier in identifiers
+        if is_delta(path := storage.join(warehouse, schema, identifier))
+    ]
+
+
 def _schema_dirs(warehouse: str, tables: bool = True) -> list[tuple[str, list[str]]]:
     """(schema, [identifier, ...]) of the warehouse's directories, sorted ([] without `tables`);
     the adapter's own directories (starting with '.' or '_') are not schemas."""

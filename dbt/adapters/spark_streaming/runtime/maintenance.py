@@ -1,9 +1,11 @@
-"""`dbt run-operation optimize` and `vacuum` (macros/operations/maintenance.sql): compaction
-and VACUUM of streaming models' tables on demand.
+"""Maintenance of a streaming model's tables: compaction (config `auto_compact`) and VACUUM,
+by the model's own run between its batches (`Upkeep`), and on demand by `dbt run-operation
+optimize` and `vacuum` (macros/operations/maintenance.sql).
 
-Each model comes with the names of the models that read it (from dbt's graph). A vacuum keeps
-every file removed after the lowest position those readers' streams have read the model's table
-(or its changelog) up to, as their last commits record it (delta/vacuum.py). An optimize is the
+A vacuum keeps every file removed after the lowest position that the streams of the models
+reading the model's table (or its changelog) have read it up to: every table of the warehouse
+whose last commit records a position of it (delta/vacuum.py). A model's run vacuums its own
+tables the same way, at most once an hour (`vacuum_due`). An optimize is the
 model's auto-compaction run now, down to two small files (delta/compaction.py); it holds the
 model's run lock, so a model that is running (a continuous one, or a `dbt run` under way) is
 refused with SSR307: it compacts its tables itself between its batches.
@@ -11,18 +13,53 @@ refused with SSR307: it compacts its tables itself between its batches.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
-from ..delta.compaction import TARGET_SIZE, Compaction
+from dbt.adapters.events.logging import AdapterLogger
+
+from ..delta import storage
+from ..delta.compaction import MIN_FILES, TARGET_SIZE, Compaction
 from ..delta.history import last_metadata
 from ..delta.offsets import Position
 from ..delta.source import consumed
 from ..delta.storage import is_delta
+from ..delta.upsert import DRIVER_BYTES
 from ..delta.vacuum import vacuum
-from ..layout import changelog_path, partials_path
-from .catalog import Catalog
+from ..errors import config_error
+from ..faults import fault_point
+from ..layout import changelog_path, partials_path, vacuumed_path
+from .catalog import Catalog, warehouse_tables
 from .lifecycle import model_lock
-from .sink import UPSERT_TARGET_SIZE, auto_compact
+
+logger = AdapterLogger("SparkStreaming")
+
+VACUUM_EVERY = 3600  # seconds: how often a model's run vacuums its tables
+MAINTENANCE_FAILURES = 3  # a run's failed compactions or vacuums before it does no more
+UPSERT_TARGET_SIZE = DRIVER_BYTES // 2  # an upsert_table's files stay MERGEd in the process
+
+
+def auto_compact(config) -> tuple[int, int] | None:
+    """Config `auto_compact` (default on): (min_files, target size in bytes) of the model's
+    tables' compaction (delta/compaction.py), or None for `false`."""
+    from .admission import SIZE_EXPECTED, parse_size
+
+    value = config.get("auto_compact", True)
+    if value is False or value is None:
+        return None
+    if value is True:
+        return MIN_FILES, TARGET_SIZE
+    expected = (
+        "true, false, or {min_files: <n >= 2>, target_file_size: <size>} "
+        f"(a size: {SIZE_EXPECTED})"
+    )
+    if not isinstance(value, dict) or not set(value) <= {"min_files", "target_file_size"}:
+        raise config_error("auto_compact", value, expected)
+    files = value.get("min_files", MIN_FILES)
+    size = parse_size(value.get("target_file_size", TARGET_SIZE))
+    if isinstance(files, bool) or not isinstance(files, int) or files < 2 or size is None:
+        raise config_error("auto_compact", value, expected)
+    return files, size
 
 
 @dataclass
@@ -37,35 +74,65 @@ class Done:
         return f"{self.model}: {self.table}: {verb} {self.files} files{at}"
 
 
+def merged(table: str, path: str, upsert: bool) -> bool:
+    """Whether `table`, of the model at `path`, is MERGEd batch by batch (an upsert_table's own
+    table and its partials, not its changelog): its files are rewritten whole, in the dbt
+    process up to DRIVER_BYTES, so they are compacted to UPSERT_TARGET_SIZE at most."""
+    return upsert and table != changelog_path(path)
+
+
 def _tables(path: str) -> list[tuple[str, bool]]:
     """The Delta tables of a model at `path`: (table, read by downstream streams)."""
     found = [(path, True), (changelog_path(path), True), (partials_path(path), False)]
     return [(t, read) for t, read in found if is_delta(t)]
 
 
-def lowest_position(catalog: Catalog, name: str, readers: list[str]) -> int | None:
-    """The lowest version of model `name`'s table (or changelog) that `readers`' streams have
-    still to read: one before their last commits' positions of it (None: no reader has one)."""
+def lowest_position(warehouse: str, name: str) -> int | None:
+    """The lowest version of model `name`'s table (or changelog) at which the streams of the
+    warehouse's models are, as their last commits record it (None: no model reads it). A
+    stream at version v (all of it read, or part of its snapshot or of the files it added)
+    reads no file that version v or an earlier one removed."""
     lowest = None
-    for reader in readers:
-        meta = last_metadata(catalog.location_of(reader))
+    for reader, path in warehouse_tables(warehouse):
+        meta = last_metadata(path) if reader.lower() != name.lower() else None
         for source, position in consumed(meta or {}).items():
             if source.lower() == name.lower():
-                version = Position.parse(position).version - 1
+                version = Position.parse(position).version
                 lowest = version if lowest is None else min(lowest, version)
     return lowest
+
+
+def vacuum_model(
+    warehouse: str, name: str, path: str, retention_hours: int | None, dry_run: bool
+) -> list[Done]:
+    """VACUUM the tables of model `name` (schema.identifier) at `path`."""
+    keep_after = lowest_position(warehouse, name)
+    out = []
+    for table, read in _tables(path):
+        gone = vacuum(table, retention_hours, keep_after if read else None, dry_run)
+        out.append(Done(name, table, len(gone)))
+    if not dry_run:
+        storage.write_text(vacuumed_path(path), str(time.time()))
+    return out
+
+
+def vacuum_due(path: str) -> bool:
+    """Whether the model's run should vacuum its table at `path`: not in the last VACUUM_EVERY
+    seconds."""
+    try:
+        return time.time() - float(storage.read_text(vacuumed_path(path))) >= VACUUM_EVERY
+    except (FileNotFoundError, ValueError):
+        return True
 
 
 def vacuum_models(
     catalog: Catalog, models: list[dict], retention_hours: int | None, dry_run: bool
 ) -> list[Done]:
-    """VACUUM the tables of `models` ([{name: schema.identifier, readers: [...]}])."""
+    """VACUUM the tables of `models` ([{name: schema.identifier, ...}])."""
     out = []
     for m in models:
-        keep_after = lowest_position(catalog, m["name"], m["readers"])
-        for table, read in _tables(catalog.location_of(m["name"])):
-            gone = vacuum(table, retention_hours, keep_after if read else None, dry_run)
-            out.append(Done(m["name"], table, len(gone)))
+        path = catalog.location_of(m["name"])
+        out += vacuum_model(catalog.warehouse, m["name"], path, retention_hours, dry_run)
     return out
 
 
@@ -77,13 +144,49 @@ def optimize_models(spark, catalog: Catalog, models: list[dict]) -> list[Done]:
         path = catalog.location_of(m["name"])
         with model_lock(catalog.control, m["name"]):
             for table, _ in _tables(path):
-                size = target
-                if m["config"].get("materialized") == "upsert_table" and table != changelog_path(
-                    path
-                ):
-                    size = min(target, UPSERT_TARGET_SIZE)  # MERGEd in the process
+                upsert = m["config"].get("materialized") == "upsert_table"
+                size = min(target, UPSERT_TARGET_SIZE) if merged(table, path, upsert) else target
                 result = Compaction(table, 2, size, table == path).compact(spark) or {}
                 out.append(
                     Done(m["name"], table, result.get("files_removed", 0), result.get("version"))
                 )
     return out
+
+
+class Upkeep:
+    """A model run's maintenance of its tables after each committed batch, before the next:
+    the tables the batch added files to compacted once they hold many small files, then, at
+    most every VACUUM_EVERY seconds (across runs), the model's tables vacuumed. A failure is
+    logged: the batch is committed; after MAINTENANCE_FAILURES of them the run does no more."""
+
+    def __init__(self, model, build: str, upsert: bool, warehouse: str | None):
+        self.name, self.build, self.upsert, self.warehouse = model.name, build, upsert, warehouse
+        self.auto_compact = auto_compact(model.config)  # (min files, target size) or None
+        self.compactions: dict[str, Compaction] = {}
+        self.failures = 0
+        self.next_vacuum = 0.0  # time.monotonic() of the next look at vacuum_due
+
+    def after_batch(self, spark, written: dict[str, list[dict]], batch_id: int) -> None:
+        """`written`: per table, the files the batch's commit added."""
+        if self.failures >= MAINTENANCE_FAILURES:
+            return
+        try:
+            for path, files in written.items():
+                if self.auto_compact is not None and self._compaction(path).added(spark, files):
+                    fault_point("after_compaction", batch_id)
+            if self.warehouse is not None and time.monotonic() >= self.next_vacuum:
+                self.next_vacuum = time.monotonic() + VACUUM_EVERY
+                if vacuum_due(self.build):
+                    vacuum_model(self.warehouse, self.name, self.build, None, False)
+                    fault_point("after_vacuum", batch_id)
+        except Exception as exc:  # noqa: BLE001 - the batch stands; maintenance can wait
+            self.failures += 1
+            logger.warning(f"{self.name}: table maintenance failed: {exc}")
+
+    def _compaction(self, path: str) -> Compaction:
+        if path not in self.compactions:
+            min_files, target = self.auto_compact
+            if merged(path, self.build, self.upsert):
+                target = min(target, UPSERT_TARGET_SIZE)
+            self.compactions[path] = Compaction(path, min_files, target, path == self.build)
+        return self.compactions[path]

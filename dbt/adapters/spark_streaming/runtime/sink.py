@@ -20,20 +20,19 @@ from typing import Optional
 from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta import types
-from ..delta.compaction import MIN_FILES, TARGET_SIZE, Compaction
 from ..delta.history import KEEP_LOG
 from ..delta.log import table_id
 from ..delta.offsets import Position
 from ..delta.partials import PartialsCommitter
 from ..delta.sink import BatchCommitter, create_table
 from ..delta.storage import is_delta
-from ..delta.upsert import DRIVER_BYTES, UpsertCommitter, create_changelog
+from ..delta.upsert import UpsertCommitter, create_changelog
 from ..errors import config_error
-from ..faults import fault_point
 from . import partials as state
 from . import upsert
 from .checkpoint import query_app_id
 from .continuous.runner import Monitor
+from .maintenance import Upkeep
 from .model import Places, StreamingModel
 
 logger = AdapterLogger("SparkStreaming")
@@ -57,6 +56,7 @@ class ModelSink:
         stream_schema,
         started: float,
         monitor: Optional[Monitor] = None,
+        warehouse: Optional[str] = None,
     ):
         self.model, self.plan, self.monitor, self.started = model, plan, monitor, started
         self.build, self.checkpoint = places.build, places.checkpoint
@@ -80,9 +80,7 @@ class ModelSink:
         self.driver_rows = upsert.driver_merge_rows(model.config)  # before the stream starts
         self.cdf = bool(self.keys) and upsert.change_data_feed(model.config)
         self.properties = table_properties(model.config)
-        self.auto_compact = auto_compact(model.config)  # (min files, target size) or None
-        self.compactions: dict[str, Compaction] = {}
-        self.compaction_failures = 0
+        self.upkeep = Upkeep(model, self.build, bool(self.keys), warehouse)
         self.base_meta = {
             "fingerprint": plan.fingerprint,
             "model": model.name,
@@ -129,34 +127,19 @@ class ModelSink:
             "watermark": _iso(watermark_ms) if self.plan.watermark_delay_us is not None else None,
         }
         count = self._commit(batch_df, batch_id, meta, batch_ts_ms)
-        self._compact(batch_df.sparkSession, batch_id)
+        self._upkeep(batch_df.sparkSession, batch_id)
         self.rows_written += count
         self.commits += 1
         self.batches.append({"sources": versions, "watermark_ms": watermark_ms, **exact})
         self._progress(batch_id, count, versions, meta["watermark"])
 
-    def _compact(self, spark, batch_id: int) -> None:
-        """Compact the tables the batch's commits added files to, where they have become many
-        small files (delta/compaction.py), before the next batch. A failure is logged: the
-        batch is committed; after COMPACTION_FAILURES of them the run compacts no more."""
+    def _upkeep(self, spark, batch_id: int) -> None:
+        """The tables' maintenance after the batch's commits (runtime/maintenance.py)."""
+        written: dict[str, list[dict]] = {}
         for committer in self.committers:
-            written, committer.written = getattr(committer, "written", {}), {}
-            if self.auto_compact is None:
-                continue
-            for path, files in written.items():
-                if path not in self.compactions:
-                    min_files, target = self.auto_compact
-                    if self.keys and path == self.build:  # its MERGE rewrites whole files
-                        target = min(target, UPSERT_TARGET_SIZE)
-                    self.compactions[path] = Compaction(path, min_files, target, path == self.build)
-                try:
-                    if self.compactions[path].added(spark, files):
-                        fault_point("after_compaction", batch_id)
-                except Exception as exc:  # noqa: BLE001 - the batch stands; compaction can wait
-                    self.compaction_failures += 1
-                    logger.warning(f"{self.model.name}: no compaction of {path}: {exc}")
-                    if self.compaction_failures >= COMPACTION_FAILURES:
-                        self.auto_compact = None
+            written.update(getattr(committer, "written", {}))
+            committer.written = {}
+        self.upkeep.after_batch(spark, written, batch_id)
 
     def _committers(self) -> list:
         app_id = query_app_id(self.checkpoint)
@@ -319,30 +302,3 @@ def apply_table_properties(path: str, config) -> None:
     if changed:
         table.alter.set_table_properties(changed, post_commithook_properties=KEEP_LOG)
         logger.info(f"{path}: table properties set: {changed}")
-
-
-COMPACTION_FAILURES = 3  # a run's failed compactions before it compacts no more
-UPSERT_TARGET_SIZE = DRIVER_BYTES // 2  # an upsert_table's files stay MERGEd in the process
-
-
-def auto_compact(config) -> tuple[int, int] | None:
-    """Config `auto_compact` (default on): (min_files, target size in bytes) of the model's
-    tables' compaction (delta/compaction.py), or None for `false`."""
-    from .admission import SIZE_EXPECTED, parse_size
-
-    value = config.get("auto_compact", True)
-    if value is False or value is None:
-        return None
-    if value is True:
-        return MIN_FILES, TARGET_SIZE
-    expected = (
-        "true, false, or {min_files: <n >= 2>, target_file_size: <size>} "
-        f"(a size: {SIZE_EXPECTED})"
-    )
-    if not isinstance(value, dict) or not set(value) <= {"min_files", "target_file_size"}:
-        raise config_error("auto_compact", value, expected)
-    files = value.get("min_files", MIN_FILES)
-    size = parse_size(value.get("target_file_size", TARGET_SIZE))
-    if isinstance(files, bool) or not isinstance(files, int) or files < 2 or size is None:
-        raise config_error("auto_compact", value, expected)
-    return files, size

@@ -246,7 +246,7 @@ def _run(
     )
     read = _awaiting(options, interval, plan, streams, monitor)
     df, results, schema = _plan_dataframe(spark, model, plan, places, read, split)
-    sink = ModelSink(spark, model, plan, places, schema, started, monitor)
+    sink = ModelSink(spark, model, plan, places, schema, started, monitor, catalog.warehouse)
     _check_columns(model, plan, places, sink, previous if changed else None)
     if idle:  # a changed query, its columns rewritten: no batch to run
         return _nothing_new(model, plan, places, previous, started)

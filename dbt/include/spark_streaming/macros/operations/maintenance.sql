@@ -7,15 +7,10 @@
 -#}
 {% macro _streaming_models(model=none) %}
   {%- set out = [] -%}
-  {%- set nodes = graph.nodes.values() | selectattr('resource_type', 'equalto', 'model') | list -%}
-  {%- for node in nodes if node.config.materialized in ('streaming_view', 'upsert_table') -%}
-    {%- if model is none or node.name == model -%}
-      {%- set readers = [] -%}
-      {%- for other in nodes if node.unique_id in other.depends_on.nodes -%}
-        {%- do readers.append(other.schema ~ '.' ~ other.alias) -%}
-      {%- endfor -%}
-      {%- do out.append({'name': node.schema ~ '.' ~ node.alias, 'readers': readers, 'config': node.config}) -%}
-    {%- endif -%}
+  {%- for node in graph.nodes.values() if node.resource_type == 'model'
+        and node.config.materialized in ('streaming_view', 'upsert_table')
+        and (model is none or node.name == model) -%}
+    {%- do out.append({'name': node.schema ~ '.' ~ node.alias, 'config': node.config}) -%}
   {%- endfor -%}
   {%- if model is not none and not out -%}
     {{ exceptions.raise_compiler_error("no streaming_view or upsert_table model named '" ~ model ~ "'") }}
