@@ -35,6 +35,11 @@ MODELS = {
     + COMPACT
     + ") }}\nSELECT item, COUNT(*) AS n, SUM(price) AS total "
     "FROM {{ source('raw', 'bids') }} GROUP BY item",
+    # new keys every batch: its partials (MERGEd) gain a file a batch
+    "per_bidtime_ttl": "{{ config(materialized='upsert_table', state_ttl='1 day', "
+    + COMPACT
+    + ") }}\nSELECT bidtime, COUNT(*) AS n, SUM(price) AS total "
+    "FROM {{ source('raw', 'bids') }} GROUP BY bidtime",
 }
 
 
@@ -91,14 +96,19 @@ class TestAutoCompaction:
         assert [r[3] for r in rows(table)] == [2] * 7
         assert replay(changelog(keyed)) == rows(keyed) == cdf_replay(keyed)
         assert rows(keyed) == [("A", 4, 1.0 + 3 + 5 + 7), ("B", 4, 2.0 + 4 + 6 + 8), ("C", 8, 4.0)]
+        # a state_ttl model's partial aggregates (MERGEd every batch) are compacted too
+        ttl = table_path(project, "per_bidtime_ttl")
+        assert "OPTIMIZE" in operations(f"{ttl}/_dbt_streaming/partials")
+        assert len(DeltaTable(f"{ttl}/_dbt_streaming/partials").file_uris()) <= 4
+        assert rows(ttl) == sorted((b, 1, p) for b, p, _ in rows(bids))
         results = run_dbt(["test"])
-        assert len(results) == 3 and all(r.status == "pass" for r in results)
+        assert len(results) == 4 and all(r.status == "pass" for r in results)
 
 
 MAINTAINED = {
     "bid_rows": "{{ config(materialized='streaming_view', "
     + COMPACT
-    + ", tblproperties={'delta.deletedFileRetentionDuration': 'interval 1 seconds'}) }}\n"
+    + ", tblproperties={'delta.deletedFileRetentionDuration': 'interval 0 seconds'}) }}\n"
     "SELECT bidtime, price, item FROM {{ source('raw', 'bids') }}",
     "per_window": "{{ config(materialized='streaming_view', watermark_delay='1 minute', "
     "auto_compact=false) }}\nSELECT window_start, window_end, item, SUM(price) AS total, "
@@ -116,7 +126,7 @@ def live(path: str) -> set[str]:
 
 
 class TestVacuumAndOptimize:
-    """A model's run vacuums its tables (at most hourly; retention 1 second here) but the
+    """A model's run vacuums its tables (at most hourly; retention 0 here) but the
     files a lagging downstream stream has still to read; the downstream's snapshot_equivalence
     still passes (its oracle reads the vacuumed files' rows where the compaction put them);
     `run-operation vacuum` does the same on demand; `run-operation optimize` compacts on

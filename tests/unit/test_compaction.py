@@ -22,10 +22,10 @@ from pyspark.sql.types import (
 )
 
 from dbt.adapters.spark_streaming.delta import compaction, origins, writer
-from dbt.adapters.spark_streaming.delta.compaction import Compaction, bins, output_name
+from dbt.adapters.spark_streaming.delta.compaction import Compaction, bins, output_stem
 from dbt.adapters.spark_streaming.delta.log import snapshot_files, version_files
-from dbt.adapters.spark_streaming.delta.source import _moved, _read
 from dbt.adapters.spark_streaming.delta.sink import append_files, create_table
+from dbt.adapters.spark_streaming.delta.source import _moved, _read
 from dbt.adapters.spark_streaming.delta.writer import FileWriter
 
 SCHEMA = pa.schema([("id", pa.int64()), ("price", pa.float64()), ("item", pa.string())])
@@ -60,13 +60,12 @@ def test_an_output_sorts_where_its_first_input_did():
     ]
     names = sorted(set(names))
     for i in range(1, len(names) - 1):  # it replaces names[i]: between its neighbours
-        out = output_name(names[i], 12)
+        out = output_stem(names[i], 12) + f"-{rng.randrange(16**8):08x}.snappy.parquet"
         assert names[i - 1] < out < names[i + 1]
-        again = output_name(out, 40)  # an output compacted again
+        again = output_stem(out, 40) + "-0123abcd.snappy.parquet"  # an output compacted again
         assert again != out and names[i - 1] < again < names[i + 1]
-        assert (
-            again.endswith(".c00000000000000000040.snappy.parquet") and ".c0000" not in again[:-40]
-        )
+        assert again.endswith(".c00000000000000000040-0123abcd.snappy.parquet")
+        assert again.count(".c000") == 1
 
 
 def in_process(spark, location, schema, named):
@@ -176,16 +175,53 @@ def test_a_record_left_pending_is_settled_by_the_log(tmp_path):
     path = str(tmp_path / "t")
     create_table(path, SCHEMA, {"batch_id": None})
     files = append(path, [{"id": 1, "price": 1.0, "item": "A"}], 0)  # version 1
+    first = files[0]["path"]
     folder = tmp_path / "t" / "_dbt_streaming" / "compacted"
+
+    def log(version, token):
+        (tmp_path / "t" / "_delta_log" / f"{version:020d}.json").write_text(
+            json.dumps({"commitInfo": {origins.TOKEN: token}}) + "\n"
+        )
+
     # a crash after the record, before the commit, whose version a batch then took
-    origins.record(path, 1, "lost", {"x.parquet": [[files[0]["path"], 1]]})
+    origins.record(path, 1, "aaaa", {"x.parquet": [[first, 1]]})
     # a crash after the commit of version 2, before its record was made final
-    origins.record(path, 2, "ours", {"y.parquet": [[files[0]["path"], 1]]})
-    (tmp_path / "t" / "_delta_log" / f"{2:020d}.json").write_text(
-        json.dumps({"commitInfo": {origins.TOKEN: "ours"}}) + "\n"
-    )
-    origins.record(path, 3, "under way", {"z.parquet": [[files[0]["path"], 1]]})  # not committed
+    origins.record(path, 2, "bbbb", {"y.parquet": [[first, 1]]})
+    log(2, "bbbb")
+    # version 3: an attempt that crashed before its commit, then another that committed
+    origins.record(path, 3, "cccc", {"z.parquet": [[first, 1]]})
+    origins.record(path, 3, "dddd", {"w.parquet": [["y.parquet", 1]]})
+    log(3, "dddd")
+    origins.record(path, 4, "eeee", {"v.parquet": [["w.parquet", 1]]})  # under way
     assert origins.moved(path) == {}  # pending records are not read
     origins.settle(path)
-    assert sorted(os.listdir(folder)) == [f"{2:020d}.json", f"{3:020d}.pending.json"]
-    assert origins.moved(path) == {files[0]["path"]: ("y.parquet", 0, 1)}
+    assert sorted(os.listdir(folder)) == [
+        f"{2:020d}.json",
+        f"{3:020d}.json",
+        f"{4:020d}.eeee.pending.json",
+    ]
+    # y.parquet compacted again into w.parquet: first's rows are there now
+    assert origins.moved(path) == {first: ("w.parquet", 0, 1), "y.parquet": ("w.parquet", 0, 1)}
+
+
+def test_the_lowest_positions_of_a_models_readers(tmp_path):
+    """Vacuum keeps what the warehouse's streams still read: per table (a model's, its
+    changelog's), the lowest version their last commits are at."""
+    from dbt.adapters.spark_streaming.runtime.maintenance import lowest_positions
+
+    warehouse = tmp_path / "w"
+    readers = {
+        "orders": {},  # the model itself
+        "a": {"sources": {"s.orders_changelog": 40}},
+        "b": {"sources": {"s.orders": 12, "s.other": 3}},
+        "c": {
+            "sources": {"s.orders_changelog": 31},
+            "positions": {"s.orders_changelog": {"table": "x", "version": 30, "index": 2}},
+        },
+    }
+    for name, meta in readers.items():
+        create_table(str(warehouse / "s" / name), SCHEMA, meta)
+    assert lowest_positions(str(warehouse), {"s.orders", "s.orders_changelog"}) == {
+        "s.orders": 12,
+        "s.orders_changelog": 30,
+    }

@@ -186,7 +186,7 @@ class SparkStreamingAdapter(SparkAdapter):
     def vacuum_models(
         self, models: list, retention_hours: int | None = None, dry_run: bool = False
     ) -> list:
-        """VACUUM the tables of `models` ([{name, readers}]): runtime/maintenance.py."""
+        """VACUUM the tables of `models` ([{name, config}]): runtime/maintenance.py."""
         from .runtime.maintenance import vacuum_models
 
         verb = "would delete" if dry_run else "deleted"

@@ -11,7 +11,7 @@ file in order; that order is the order of arrival, which decides what a watermar
 and which of an append-only key's rows is last. So a compaction (unlike delta-rs's OPTIMIZE,
 which reorders rows and stamps its files with its own time) bins only files that are neighbours
 in that order, writes their rows in it, and gives each output the modification time of its
-first input and a name that sorts where that input did (`<first input>.c<version>.parquet`):
+first input and a name that sorts where that input did (`<first input>.c<version>-<id>...`):
 the snapshot reads the same rows in the same order after it as before.
 
 The files are written by Spark tasks, one per output (delta/writer.py `concatenate_files`), and
@@ -46,14 +46,16 @@ from .writer import concatenate_files
 
 MIN_FILES = 50  # Databricks' auto compaction's default (minNumFiles)
 TARGET_SIZE = 128 * 1024 * 1024  # bytes: delta.targetFileSize's default in Databricks' OPTIMIZE
-_SUFFIX = re.compile(r"(\.c\d{20})?(\.snappy)?\.parquet$")
+_SUFFIX = re.compile(r"(\.c\d{20}-[0-9a-f]{8})?(\.snappy)?\.parquet$")
 
 
-def output_name(first: str, version: int) -> str:
-    """The name of a compaction's output whose first input is `first` (a path as in the log),
-    committed as `version`: it sorts right after `first` among the table's files, also when
-    `first` is itself an output."""
-    return f"{_SUFFIX.sub('', first)}.c{version:020d}.snappy.parquet"
+def output_stem(first: str, version: int) -> str:
+    """The start of the name of a compaction's output whose first input is `first` (a path as
+    in the log), committed as `version`; the task that writes it adds
+    ``-<8 hex digits>.snappy.parquet`` (its own, so that two attempts never share a file).
+    The name sorts where `first` did among the table's files, also when `first` is itself an
+    output."""
+    return f"{_SUFFIX.sub('', first)}.c{version:020d}"
 
 
 def bins(actions: list[dict], target: int) -> list[list[dict]]:
@@ -114,51 +116,46 @@ class Compaction:
             table, actions = self._load()
         small = sum(1 for a in actions if a["size_bytes"] < self.target_size)
         version = table.version() + 1
-        runs = [(r, output_name(r[0]["path"], version)) for r in bins(actions, self.target_size)]
+        runs = [(r, output_stem(r[0]["path"], version)) for r in bins(actions, self.target_size)]
         columns = [(f.name, delta_to_spark_type(f.type)) for f in table.schema().fields]
-        named = [(name, [unquote(a["path"]) for a in run]) for run, name in runs]
-        written = (
+        named = [(stem, [unquote(a["path"]) for a in run]) for run, stem in runs]
+        written = (  # stem -> the output's metadata (its `path`: its name)
             {
-                f["path"]: f
+                f["stem"]: f
                 for f in concatenate_files(spark, self.path, arrow_schema(columns), named)
             }
             if runs
             else {}
         )
-        runs = [(run, name) for run, name in runs if name in written]  # not of empty files only
-        if not runs:
+        done = [(run, written[stem]) for run, stem in runs if stem in written]  # not empty
+        if not done:
             self.small = self.left = small
             return None
         token = uuid.uuid4().hex
+        moved = {
+            out["path"]: [
+                [unquote(a["path"]), n] for a, n in zip(run, json.loads(out["counts"]), strict=True)
+            ]
+            for run, out in done
+        }
         origins.settle(self.path)
-        origins.record(
-            self.path,
-            version,
-            token,
-            {
-                name: [
-                    [unquote(a["path"]), n]
-                    for a, n in zip(run, json.loads(written[name]["counts"]), strict=True)
-                ]
-                for run, name in runs
-            },
-        )
+        origins.record(self.path, version, token, moved)
         fault_point("compaction_written", -1)
         put_if_absent(
             join(self.path, "_delta_log", f"{version:020d}.json"),
-            _commit(version, token, self.target_size, [(run, written[name]) for run, name in runs]),
+            _commit(version, token, self.target_size, done),
         )
         fault_point("compaction_committed", -1)
-        origins.committed(self.path, version)
-        removed = sum(len(run) for run, _ in runs)
-        outputs_small = sum(1 for _, name in runs if written[name]["size"] < self.target_size)
+        origins.committed(self.path, version, token, moved)
+        removed = sum(len(run) for run, _ in done)
+        outputs_small = sum(1 for _, out in done if out["size"] < self.target_size)
         self.small = self.left = small - removed + outputs_small
         # a model table's log is kept and cleaned up by tidy; another's by the same hook
         tidy(self.path, version, table.metadata().configuration, checkpoint=True, keep=self.model)
         logging.getLogger(__name__).info(
-            f"{self.path}: compacted {removed} files into {len(runs)} (version {version})"
+            f"{self.path}: compacted {removed} files into {len(done)} (version {version})"
         )
-        return {"files_removed": removed, "files_added": len(runs), "version": version}
+        return {"files_removed": removed, "files_added": len(done), "version": version}
 
     def _load(self):
         """The table and its add actions (path, size_bytes, modification_time); none of a

@@ -3,11 +3,13 @@ vacuumed and still be read as they were.
 
 A compaction (delta/compaction.py) writes the rows of a run of files, in order, into one file:
 the rows of its i-th input are the output's rows [offset_i, offset_i + rows_i). Before it
-commits, it records that in ``<table>/_dbt_streaming/compacted/<version>.pending.json``
+commits, it records that in ``<table>/_dbt_streaming/compacted/<version>.<token>.pending.json``
 ({"token": ..., "outputs": {output: [[input, rows], ...]}}); once its commit (whose commitInfo
-carries the token) is in the log, it renames the record ``<version>.json``. A record left
-pending by a crash is settled by the next compaction or vacuum (`settle`): kept if the log's
-commit of that version carries its token, deleted if another commit took the version.
+carries the token) is in the log, it writes the record as ``<version>.json`` and deletes the
+pending one. A record left pending by a crash is settled by the next compaction or vacuum
+(`settle`): made final if the log's commit of that version carries its token, deleted if
+another commit took the version (another attempt at the version has another token, so another
+pending record).
 
 The snapshot-equivalence oracle reads every file a stream ever read (delta/source.py
 `files_by_batch`): `moved` tells it where each compacted file's rows are, following outputs
@@ -26,40 +28,42 @@ from ..layout import compacted_path
 from . import storage
 
 TOKEN = "compactionToken"  # the commitInfo key of a compaction's token
-_RECORD = re.compile(r"(\d{20})(\.pending)?\.json")
+_RECORD = re.compile(r"(\d{20})(?:\.([0-9a-f]+)\.pending)?\.json")
 
 
-def _name(version: int, pending: bool) -> str:
-    return f"{version:020d}{'.pending' if pending else ''}.json"
+def _name(version: int, token: str | None = None) -> str:
+    return f"{version:020d}{f'.{token}.pending' if token else ''}.json"
 
 
 def record(table: str, version: int, token: str, outputs: dict[str, list]) -> None:
     """Record, before its commit, that compaction `version` (with `token`) writes each input's
     rows into `outputs` ({output: [[input, rows], ...]}, inputs in order)."""
     text = json.dumps({"token": token, "outputs": outputs})
-    storage.write_text(storage.join(compacted_path(table), _name(version, True)), text)
+    storage.write_text(storage.join(compacted_path(table), _name(version, token)), text)
 
 
-def committed(table: str, version: int) -> None:
-    """Compaction `version` is in the log: its record is final."""
+def committed(table: str, version: int, token: str, outputs: dict[str, list]) -> None:
+    """Compaction `version` (with `token`) is in the log: its record is final (also when a
+    `settle` made it so meanwhile)."""
     folder = compacted_path(table)
-    pending = storage.join(folder, _name(version, True))
-    storage.write_text(storage.join(folder, _name(version, False)), storage.read_text(pending))
-    storage.remove(pending)
+    text = json.dumps({"token": token, "outputs": outputs})
+    storage.write_text(storage.join(folder, _name(version)), text)
+    storage.remove(storage.join(folder, _name(version, token)))
 
 
 def settle(table: str) -> None:
     """Make final each pending record whose commit is in the log, delete those whose version
     another commit took; leave those whose version is not committed yet (a compaction under
-    way, or one that crashed before its commit: the next one at that version rewrites it)."""
+    way, or one that crashed before its commit: a later attempt at the version has another
+    token)."""
     folder = compacted_path(table)
     for name in storage.list_files(folder):
         m = _RECORD.fullmatch(name)
         if m is None or not m[2]:
             continue
-        version = int(m[1])
+        version, token = int(m[1]), m[2]
         try:
-            token = json.loads(storage.read_text(storage.join(folder, name)))["token"]
+            outputs = json.loads(storage.read_text(storage.join(folder, name)))["outputs"]
             commit = storage.read_text(storage.join(table, "_delta_log", f"{version:020d}.json"))
         except FileNotFoundError:
             continue
@@ -72,10 +76,7 @@ def settle(table: str) -> None:
             {},
         )
         if info.get(TOKEN) == token:
-            try:
-                committed(table, version)
-            except FileNotFoundError:  # settled meanwhile by another
-                pass
+            committed(table, version, token, outputs)
         else:
             storage.remove(storage.join(folder, name))
 

@@ -32,9 +32,12 @@ FILES_SCHEMA = "path string, size bigint, rows bigint, stats string"
 _FILES_ARROW = pa.schema(
     [("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("stats", pa.string())]
 )
-# What a Concatenator task returns per output: also each input's row count (a JSON list)
-CONCAT_SCHEMA = FILES_SCHEMA + ", counts string"
-_CONCAT_ARROW = _FILES_ARROW.append(pa.field("counts", pa.string()))
+# What a Concatenator task returns per output: also its name's stem and each input's row
+# count (a JSON list)
+CONCAT_SCHEMA = FILES_SCHEMA + ", stem string, counts string"
+_CONCAT_ARROW = _FILES_ARROW.append(pa.field("stem", pa.string())).append(
+    pa.field("counts", pa.string())
+)
 # Rows buffered before a Parquet row group is written (Spark hands over 10,000-row batches).
 ROW_GROUP_ROWS = 1 << 20
 ROW_GROUP_BYTES = 64 << 20
@@ -219,8 +222,10 @@ class FileWriter:
 @dataclass(frozen=True)
 class Concatenator:
     """The task of `concatenate_files`: for each id it is given, writes the rows of
-    `bins[id]`'s input files, in their order, into one Parquet file named `bins[id][0]`, and
-    yields its metadata row with each input's row count. Pickled to the executors."""
+    `bins[id]`'s input files, in their order, into one Parquet file named
+    ``<bins[id][0]>-<8 hex digits of its own>.snappy.parquet`` (a retried or duplicate
+    attempt writes another file), and yields its metadata row with its stem and each input's
+    row count. Pickled to the executors."""
 
     location: str  # the table's root
     schema: pa.Schema
@@ -233,7 +238,8 @@ class Concatenator:
         fs, root = pafs.FileSystem.from_uri(self.location)
         for batch in batches:
             for i in batch.column("id").to_pylist():
-                name, inputs = self.bins[i]
+                stem, inputs = self.bins[i]
+                name = f"{stem}-{uuid.uuid4().hex[:8]}.snappy.parquet"
                 out, counts = ParquetOut(fs, root, name, self.schema), []
                 try:
                     for path in inputs:
@@ -247,7 +253,7 @@ class Concatenator:
                     out.abort()
                     raise
                 if row is not None:
-                    row["counts"] = json.dumps(counts)
+                    row.update(stem=stem, counts=json.dumps(counts))
                     yield pa.RecordBatch.from_pylist([row], schema=_CONCAT_ARROW)
 
 
@@ -269,10 +275,10 @@ def write_files(df, location: str, schema: pa.Schema, prefix: str) -> list[dict]
 
 
 def concatenate_files(spark, location: str, schema: pa.Schema, bins: list) -> list[dict]:
-    """Write, for each (output name, [input paths]) of `bins`, the rows of its input files (of
+    """Write, for each (output stem, [input paths]) of `bins`, the rows of its input files (of
     the table at `location`, paths relative to it) in their order into one Parquet file, one
     Spark task per output (on the executors); returns the outputs' metadata as write_files,
-    with `counts`: each input's rows (JSON)."""
+    with `stem` and `counts`: each input's rows (JSON)."""
     location = absolute(location)
     task = Concatenator(location, schema, tuple((n, tuple(i)) for n, i in bins))
     ids = spark.range(0, len(bins), numPartitions=len(bins))

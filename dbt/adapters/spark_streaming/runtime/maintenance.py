@@ -35,7 +35,7 @@ from .lifecycle import model_lock
 logger = AdapterLogger("SparkStreaming")
 
 VACUUM_EVERY = 3600  # seconds: how often a model's run vacuums its tables
-MAINTENANCE_FAILURES = 3  # a run's failed compactions or vacuums before it does no more
+MAINTENANCE_FAILURES = 3  # a run's failed compactions (or vacuums) before it does no more
 UPSERT_TARGET_SIZE = DRIVER_BYTES // 2  # an upsert_table's files stay MERGEd in the process
 
 
@@ -81,24 +81,30 @@ def merged(table: str, path: str, upsert: bool) -> bool:
     return upsert and table != changelog_path(path)
 
 
-def _tables(path: str) -> list[tuple[str, bool]]:
-    """The Delta tables of a model at `path`: (table, read by downstream streams)."""
-    found = [(path, True), (changelog_path(path), True), (partials_path(path), False)]
-    return [(t, read) for t, read in found if is_delta(t)]
+def _tables(path: str, name: str) -> list[tuple[str, str | None]]:
+    """The Delta tables of model `name` at `path`: (table, the name downstream models read it
+    by, or None for the partials, which only the model reads)."""
+    found = [(path, name), (changelog_path(path), f"{name}_changelog"), (partials_path(path), None)]
+    return [(t, label) for t, label in found if is_delta(t)]
 
 
-def lowest_position(warehouse: str, name: str) -> int | None:
-    """The lowest version of model `name`'s table (or changelog) at which the streams of the
-    warehouse's models are, as their last commits record it (None: no model reads it). A
-    stream at version v (all of it read, or part of its snapshot or of the files it added)
-    reads no file that version v or an earlier one removed."""
-    lowest = None
+def lowest_positions(warehouse: str, names: set[str]) -> dict[str, int]:
+    """Per name of `names` (lower case), the lowest version of that table at which the streams
+    of the warehouse's models are, as their last commits record it (absent: no model reads
+    it). A stream at version v (all of it read, or part of its snapshot or of the files it
+    added) reads no file that version v or an earlier one removed. A table whose commits
+    cannot be read is passed over (logged)."""
+    lowest: dict[str, int] = {}
     for reader, path in warehouse_tables(warehouse):
-        meta = last_metadata(path) if reader.lower() != name.lower() else None
-        for source, position in consumed(meta or {}).items():
-            if source.lower() == name.lower():
+        try:
+            meta = last_metadata(path) or {}
+        except Exception as exc:  # noqa: BLE001 - one unreadable table stops no vacuum
+            logger.warning(f"{reader}: its position of its sources not read: {exc}")
+            continue
+        for source, position in consumed(meta).items():
+            if source.lower() in names and source.lower() != reader.lower():
                 version = Position.parse(position).version
-                lowest = version if lowest is None else min(lowest, version)
+                lowest[source.lower()] = min(lowest.get(source.lower(), version), version)
     return lowest
 
 
@@ -106,11 +112,12 @@ def vacuum_model(
     warehouse: str, name: str, path: str, retention_hours: int | None, dry_run: bool
 ) -> list[Done]:
     """VACUUM the tables of model `name` (schema.identifier) at `path`."""
-    keep_after = lowest_position(warehouse, name)
+    tables = _tables(path, name)
+    lowest = lowest_positions(warehouse, {label.lower() for _, label in tables if label})
     out = []
-    for table, read in _tables(path):
-        gone = vacuum(table, retention_hours, keep_after if read else None, dry_run)
-        out.append(Done(name, table, len(gone)))
+    for table, label in tables:
+        keep_after = lowest.get(label.lower()) if label else None
+        out.append(Done(name, table, len(vacuum(table, retention_hours, keep_after, dry_run))))
     if not dry_run:
         storage.write_text(vacuumed_path(path), str(time.time()))
     return out
@@ -143,7 +150,7 @@ def optimize_models(spark, catalog: Catalog, models: list[dict]) -> list[Done]:
         _, target = auto_compact(m["config"]) or (None, TARGET_SIZE)
         path = catalog.location_of(m["name"])
         with model_lock(catalog.control, m["name"]):
-            for table, _ in _tables(path):
+            for table, _ in _tables(path, m["name"]):
                 upsert = m["config"].get("materialized") == "upsert_table"
                 size = min(target, UPSERT_TARGET_SIZE) if merged(table, path, upsert) else target
                 result = Compaction(table, 2, size, table == path).compact(spark) or {}
@@ -157,31 +164,42 @@ class Upkeep:
     """A model run's maintenance of its tables after each committed batch, before the next:
     the tables the batch added files to compacted once they hold many small files, then, at
     most every VACUUM_EVERY seconds (across runs), the model's tables vacuumed. A failure is
-    logged: the batch is committed; after MAINTENANCE_FAILURES of them the run does no more."""
+    logged: the batch is committed; after MAINTENANCE_FAILURES compactions (or vacuums) failed,
+    the run does no more of them."""
 
     def __init__(self, model, build: str, upsert: bool, warehouse: str | None):
         self.name, self.build, self.upsert, self.warehouse = model.name, build, upsert, warehouse
         self.auto_compact = auto_compact(model.config)  # (min files, target size) or None
         self.compactions: dict[str, Compaction] = {}
-        self.failures = 0
+        self.failures = {"compaction": 0, "vacuum": 0}
         self.next_vacuum = 0.0  # time.monotonic() of the next look at vacuum_due
 
     def after_batch(self, spark, written: dict[str, list[dict]], batch_id: int) -> None:
         """`written`: per table, the files the batch's commit added."""
-        if self.failures >= MAINTENANCE_FAILURES:
-            return
-        try:
+        if self.auto_compact is not None and self.failures["compaction"] < MAINTENANCE_FAILURES:
             for path, files in written.items():
-                if self.auto_compact is not None and self._compaction(path).added(spark, files):
+                if self._attempt("compaction", self._compaction(path).added, spark, files):
                     fault_point("after_compaction", batch_id)
-            if self.warehouse is not None and time.monotonic() >= self.next_vacuum:
-                self.next_vacuum = time.monotonic() + VACUUM_EVERY
-                if vacuum_due(self.build):
-                    vacuum_model(self.warehouse, self.name, self.build, None, False)
-                    fault_point("after_vacuum", batch_id)
+        if (
+            self.warehouse is not None
+            and self.failures["vacuum"] < MAINTENANCE_FAILURES
+            and time.monotonic() >= self.next_vacuum
+        ):
+            self.next_vacuum = time.monotonic() + VACUUM_EVERY
+            if vacuum_due(self.build):
+                self._attempt(
+                    "vacuum", vacuum_model, self.warehouse, self.name, self.build, None, False
+                )
+                fault_point("after_vacuum", batch_id)
+
+    def _attempt(self, kind: str, fn, *args):
+        """fn(*args), or None if it fails: logged and counted, the batch stands."""
+        try:
+            return fn(*args)
         except Exception as exc:  # noqa: BLE001 - the batch stands; maintenance can wait
-            self.failures += 1
-            logger.warning(f"{self.name}: table maintenance failed: {exc}")
+            self.failures[kind] += 1
+            logger.warning(f"{self.name}: {kind} failed: {exc}")
+            return None
 
     def _compaction(self, path: str) -> Compaction:
         if path not in self.compactions:
