@@ -67,7 +67,7 @@ def settle(table: str) -> None:
             commit = storage.read_text(storage.join(table, "_delta_log", f"{version:020d}.json"))
         except FileNotFoundError:
             continue
-        info = next(
+        info: dict = next(
             (
                 json.loads(line)["commitInfo"]
                 for line in commit.splitlines()

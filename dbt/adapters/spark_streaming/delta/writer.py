@@ -23,7 +23,7 @@ import math
 import os
 import uuid
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
 
@@ -146,7 +146,8 @@ class ParquetOut:
     def __init__(self, fs, root: str, name: str, schema: pa.Schema):
         self.fs, self.name, self.schema = fs, name, schema
         self.path = f"{root.rstrip('/')}/{name}"
-        self.stats, self.writer = FileStats(schema), None
+        self.stats = FileStats(schema)
+        self.writer: Any = None  # a pyarrow ParquetWriter once a row came
         self.pending: list[pa.RecordBatch] = []
 
     def write(self, batch: pa.RecordBatch) -> None:
