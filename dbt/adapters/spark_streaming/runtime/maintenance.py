@@ -5,7 +5,8 @@ optimize` and `vacuum` (macros/operations/maintenance.sql).
 A vacuum keeps every file removed after the lowest position that the streams of the models
 reading the model's table (or its changelog) have read it up to: every table of the warehouse
 whose last commit records a position of it (delta/vacuum.py). A model's run vacuums its own
-tables the same way, at most once an hour (`vacuum_due`). An optimize is the
+tables the same way, at most once an hour (`vacuum_due`), the first time an hour after the
+table was created. An optimize is the
 model's auto-compaction run now, down to two small files (delta/compaction.py); it holds the
 model's run lock, so a model that is running (a continuous one, or a `dbt run` under way) is
 refused with SSR307: it compacts its tables itself between its batches.
@@ -173,6 +174,11 @@ class Upkeep:
         self.compactions: dict[str, Compaction] = {}
         self.failures = {"compaction": 0, "vacuum": 0}
         self.next_vacuum = 0.0  # time.monotonic() of the next look at vacuum_due
+
+    def created(self) -> None:
+        """The model's table was just created: nothing to vacuum for VACUUM_EVERY seconds."""
+        if self.warehouse is not None:
+            storage.write_text(vacuumed_path(self.build), str(time.time()))
 
     def after_batch(self, spark, written: dict[str, list[dict]], batch_id: int) -> None:
         """`written`: per table, the files the batch's commit added."""

@@ -105,6 +105,7 @@ class ModelSink:
         )
         if self.keys:
             create_changelog(self.build, self.arrow_schema, restarts=self.partials is not None)
+        self.upkeep.created()
 
     def __call__(self, batch_df, batch_id: int) -> None:
         if self.monitor is not None:
