@@ -5,11 +5,14 @@ six models: `per_item`, a `streaming_view` window aggregate; `per_bucket`, an `u
 (a GROUP BY without windows; its changelog too); and four continuous models sharing one runner
 process (runtime/continuous/): `per_item_live` and `per_item_live_3s`, the window aggregate
 every 2 and 3 seconds, `per_bucket_live` and `per_bucket_live_3s`, the upsert table likewise.
+Every model compacts its tables every 3 small files (`auto_compact`), so kills land inside
+compactions too.
 
 Each round appends a Delta version to the source, starts `dbt run` in a process group of its
 own and SIGKILLs that group at a random moment (seeded), together with the runner (a session
 of its own, all four continuous models in it), twice (`--per-round`); then runs `dbt run`
-again, which must succeed with no manual step, waits until every continuous model has caught
+again, which must succeed with no manual step, runs `dbt run-operation vacuum` with a
+retention of 0 beside the running runner, waits until every continuous model has caught
 up with its available-now twin, and compares every table with the query run in batch over the
 whole input (pandas over the source snapshot the table's last commit consumed): the window
 aggregates restricted to the windows that commit's watermark closed, the upsert tables and
@@ -62,6 +65,7 @@ LIVE = {
 WINDOWED = ("per_item", "per_item_live", "per_item_live_3s")
 UPSERTS = ("per_bucket", "per_bucket_live", "per_bucket_live_3s")
 ROWS_PER_APPEND = 200
+VACUUM = "{retention_hours: 0}"
 
 
 @dataclass
@@ -87,13 +91,21 @@ class Figures:
         )
 
 
+def compacting(sql: str) -> str:
+    """`sql` with its tables compacted every 3 small files: kills land inside compactions."""
+    return sql.replace("config(", f"config({COMPACT}, ", 1)
+
+
+COMPACT = "auto_compact={'min_files': 3}"
+
+
 def make_project(root: Path) -> None:
     """The project under root/project, its warehouse and the source's first version."""
-    write_project(root)
+    write_project(root, compacting(MODEL))
     models = root / "project" / "models"
-    (models / "per_bucket.sql").write_text(UPSERT)
+    (models / "per_bucket.sql").write_text(compacting(UPSERT))
     for name, (_, sql) in LIVE.items():
-        (models / f"{name}.sql").write_text(sql)
+        (models / f"{name}.sql").write_text(compacting(sql))
 
 
 def source(root: Path) -> str:
@@ -287,6 +299,9 @@ def run_rounds(root: Path, kills: int, seed: int, per_round: int = 2, log=print)
                 code, out = finish(dbt(root, "run"), 1800)  # count it, and go on if it can
                 assert code == 0, out[-4000:]
             span = max(10.0, time.time() - started)
+            # the files compactions and MERGEs removed deleted, beside the running runner
+            code, out = finish(dbt(root, "run-operation", "vacuum", "--args", VACUUM), 600)
+            assert code == 0, out[-4000:]
             wait_caught_up(root)
             check(root, fig)
             elapsed = time.time() - begun
