@@ -180,11 +180,13 @@ def test_crash_on_the_cluster_and_s3_then_rerun(spark_cluster, s3, tmp_path):
     """The dbt process (the application's driver) dies at batch 1 of the first run once the
     batch's data files are written (during_write), then again while the next run replays that
     batch, after its Delta commit but before Spark's checkpoint commit (after_delta_commit).
-    The run after that, with new data, recovers: no row lost or duplicated, and no file of the
-    crashed attempt left on S3."""
+    The run after that, with new data, recovers: no row lost or duplicated. The table is
+    compacted every 2 small files (the executors write the new files to S3), and once a vacuum
+    has run no file is left on S3 but the table's: neither the crashed attempt's nor the ones
+    compactions replaced."""
     keys = s3_keys(s3, tmp_path)
     warehouse = keys["warehouse_path"]
-    sql = TUMBLE.format(extra="")
+    sql = TUMBLE.format(extra=", auto_compact={'min_files': 2}")
     project, source = small_project(tmp_path, spark_cluster.url, "per_item", sql, **keys)
     first, second = events(0), events(20)
     write_deltalake(source, first)
@@ -204,6 +206,9 @@ def test_crash_on_the_cluster_and_s3_then_rerun(spark_cluster, s3, tmp_path):
     ids = batch_ids(table)
     assert ids == sorted(set(ids)) and ids[-1] >= 3, ids  # no batch committed twice
     assert rows(table) == expected(first, second)
+    assert "OPTIMIZE" in [h.get("operation") for h in DeltaTable(table).history()]
+    vacuum, _ = run(project, ["dbt", "run-operation", "vacuum", "--args", "{retention_hours: 0}"])
+    assert vacuum.returncode == 0, vacuum.stdout[-3000:]
     filesystem, path = storage.filesystem(table)
     files = {i.base_name for i in filesystem.get_file_info(fs.FileSelector(path)) if i.is_file}
     assert files == {os.path.basename(p) for p in DeltaTable(table).file_uris()}
