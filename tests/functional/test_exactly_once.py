@@ -5,6 +5,7 @@ snapshot, with no window lost or duplicated.
 Each `dbt run` is a real subprocess. Events are random with bounded disorder (<= 40 s,
 below the 1-minute watermark delay, so no row is late and the oracle is exact)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -135,13 +136,43 @@ def test_a_crash_in_or_after_a_compaction_loses_and_duplicates_nothing(base, tmp
     assert all(os.path.exists(os.path.join(out, f)) for f, _, _ in moved.values())
 
 
-def crash_and_rerun(base, tmp_path, fault: str, model: str = MODEL) -> str:
-    """Kill `dbt run` at `fault`, run again; the table must equal the oracle. Its path."""
+def test_a_crash_after_a_vacuum_loses_and_duplicates_nothing(base, tmp_path):
+    """The model's run vacuums (its last vacuum an hour ago, retention 0) after batch 2's
+    commit and compaction, and is killed before Spark's checkpoint commit: the rerun replays
+    batch 2 over the vacuumed table."""
+    model = MODEL.replace(
+        "'1 minute'",
+        "'1 minute', auto_compact={'min_files': 2}, "
+        "tblproperties={'delta.deletedFileRetentionDuration': 'interval 0 seconds'}",
+    )
+
+    def vacuum_due(out: str) -> None:
+        os.remove(os.path.join(out, "_dbt_streaming", "vacuumed"))
+
+    out = crash_and_rerun(base, tmp_path, "after_vacuum@2", model, vacuum_due)
+    stored = {f for f in os.listdir(out) if f.endswith(".parquet")}
+    live = {os.path.basename(u) for u in DeltaTable(out).file_uris()}
+    log = os.path.join(out, "_delta_log")
+    added = {
+        json.loads(line)["add"]["path"]
+        for name in os.listdir(log)
+        if name.endswith(".json")
+        for line in open(os.path.join(log, name))
+        if '"add"' in line
+    }
+    assert live <= stored and added - stored  # files compactions replaced were deleted
+
+
+def crash_and_rerun(base, tmp_path, fault: str, model: str = MODEL, before=None) -> str:
+    """Kill `dbt run` at `fault` (after `before(table path)`), run again; the table must equal
+    the oracle. Its path."""
     root = tmp_path / "case"
     shutil.copytree(base, root)
     write_project(root, model)  # point the copy's profile and source at the copy
     project, source = str(root / "project"), str(root / "feed" / "events")
     out = str(root / "warehouse" / "crash" / "per_item")
+    if before is not None:
+        before(out)
     write_deltalake(source, events(2, 20), mode="append")  # batch 2 = data, batch 3 = watermark
 
     crashed = dbt_run(project, fault)
