@@ -7,8 +7,9 @@ unless `--min-files` says otherwise) while the benchmark appends `--rows` rows t
 every `--interval`, `--appends` times. Every `--vacuum-every` seconds a `dbt run-operation
 vacuum` (retention `--retention-hours`) runs beside it, as a scheduled vacuum would. It samples,
 as it goes: the model's live files, the data files on storage and their bytes, and the time to
-load the model's Delta table (log replay, median of 3). At the end (runner stopped, every row
-checked), in the same process, medians of `--repeat`:
+load the model's Delta table (log replay, median of 3) with the log's files and the actions of
+its last checkpoint (its live files and the removes it keeps, `--table-retention`). At the end
+(runner stopped, every row checked), in the same process, medians of `--repeat`:
 
 - a full read of the model's table (deltalake, to Arrow) against the same rows in one file;
 - a downstream model's first `dbt run` over the table against the same model over the one-file
@@ -16,7 +17,8 @@ checked), in the same process, medians of `--repeat`:
 
 Run (from the repo root, with the project venv):
   .venv/bin/python bench/bench_maintenance.py [--appends 2000] [--rows 100] \
-      [--interval '1 second'] [--min-files 50] [--vacuum-every 60] [--repeat 3]
+      [--interval '1 second'] [--min-files 50] [--vacuum-every 60] [--repeat 3] \
+      [--table-retention '5 minutes']
 """
 
 from __future__ import annotations
@@ -52,8 +54,13 @@ DOWNSTREAM = (
 )
 
 
-def files(interval: str, min_files: int | None) -> dict:
+def files(interval: str, min_files: int | None, retention: str | None) -> dict:
     compact = "" if min_files is None else f", auto_compact={{'min_files': {min_files}}}"
+    if retention:  # the log's and the removed files' (tombstones in checkpoints)
+        compact += (
+            f", tblproperties={{'delta.logRetentionDuration': 'interval {retention}', "
+            f"'delta.deletedFileRetentionDuration': 'interval {retention}'}}"
+        )
     return {
         "dbt_project.yml": "name: bench_maint\nversion: '1.0'\nconfig-version: 2\nprofile: b\n",
         "profiles.yml": (
@@ -113,6 +120,11 @@ def sample(started: float) -> dict:
     table = DeltaTable(MODEL)
     live = [u.removeprefix("file://") for u in table.file_uris()]
     on_disk = [e for e in os.scandir(MODEL) if e.name.endswith(".parquet")]
+    log = os.path.join(MODEL, "_delta_log")
+    checkpoint = {"size": 0}  # none yet
+    if os.path.exists(os.path.join(log, "_last_checkpoint")):
+        with open(os.path.join(log, "_last_checkpoint")) as fh:
+            checkpoint = json.load(fh)
     loads = []
     for _ in range(3):
         t = time.perf_counter()
@@ -125,6 +137,8 @@ def sample(started: float) -> dict:
         "stored": len(on_disk),
         "stored_mb": round(sum(e.stat().st_size for e in on_disk) / 2**20, 2),
         "live_mb": round(sum(os.path.getsize(f) for f in live) / 2**20, 2),
+        "log_files": len(os.listdir(log)),
+        "checkpoint_actions": checkpoint["size"],
         "load_ms": round(statistics.median(loads) * 1000, 1),
     }
 
@@ -145,7 +159,13 @@ def main() -> None:
     ap.add_argument("--interval", default="1 second", help="the trigger's and the appends'")
     ap.add_argument("--min-files", type=int, default=None, help="auto_compact min_files")
     ap.add_argument("--vacuum-every", type=float, default=60.0, help="seconds")
-    ap.add_argument("--retention-hours", type=int, default=0)
+    ap.add_argument("--retention-hours", type=int, default=0, help="the vacuums'")
+    ap.add_argument(
+        "--table-retention",
+        default=None,
+        help="the model's delta.logRetentionDuration and delta.deletedFileRetentionDuration, "
+        "e.g. '5 minutes' (default: Delta's, 30 and 7 days)",
+    )
     ap.add_argument("--samples", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
@@ -153,7 +173,7 @@ def main() -> None:
 
     interval_s = parse_duration(args.interval) / 1e6
     shutil.rmtree(WORK, ignore_errors=True)
-    for name, text in files(args.interval, args.min_files).items():
+    for name, text in files(args.interval, args.min_files, args.table_retention).items():
         os.makedirs(os.path.dirname(os.path.join(PROJECT, name)), exist_ok=True)
         with open(os.path.join(PROJECT, name), "w") as fh:
             fh.write(text)
@@ -229,12 +249,16 @@ def main() -> None:
         f"min_files {args.min_files or 50}; {batches} model versions; "
         f"{len(vacuums)} vacuums (median {statistics.median(vacuums) if vacuums else 0:.1f} s)"
     )
-    print("| s | model version | live files | files stored | MB stored | MB live | load ms |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(f"model table retention: {args.table_retention or 'Delta defaults'}")
+    print(
+        "| s | model version | live files | files stored | MB stored | MB live | log files "
+        "| checkpoint actions | load ms |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for s in samples:
         print(
             f"| {s['s']} | {s['version']} | {s['live']} | {s['stored']} | {s['stored_mb']} | "
-            f"{s['live_mb']} | {s['load_ms']} |"
+            f"{s['live_mb']} | {s['log_files']} | {s['checkpoint_actions']} | {s['load_ms']} |"
         )
     print(f"max live files (looked at every second): {max(most[0], *(s['live'] for s in samples))}")
     print(
