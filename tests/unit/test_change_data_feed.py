@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from dbt.adapters.spark_streaming.delta import cdf
 from dbt.adapters.spark_streaming.delta.history import CHECKPOINT_INTERVAL
-from dbt.adapters.spark_streaming.delta.log import OP, change_files
+from dbt.adapters.spark_streaming.delta.log import OP, change_files, commit_actions
 from dbt.adapters.spark_streaming.delta.source import _with_op
 from dbt.adapters.spark_streaming.delta.upsert_driver import write
 from dbt.adapters.spark_streaming.errors import StreamingError
@@ -64,23 +64,19 @@ def test_commit_with_cdc_files_is_read_by_load_cdf(tmp_path):
     with pytest.raises(FileExistsError):  # a version is written once
         cdf.commit(path, 2, {"add": second}, ("app", 1), {}, {})
     # change_files: the cdc file of version 2; the add of version 1 as inserts
-    log = tmp_path / "t" / "_delta_log"
-    files = change_files(path, (log / f"{2:020d}.json").read_text())
+    files = change_files(path, commit_actions(path, 2))
     assert [f.path.rsplit("/", 2)[-2] for f in files] == ["_change_data"]
-    files = change_files(path, (log / f"{1:020d}.json").read_text())
+    files = change_files(path, commit_actions(path, 1))
     assert [f.partition_values for f in files] == [{OP: "+I"}]
 
 
 def test_change_files_without_cdc_actions():
-    commit = "\n".join(
-        json.dumps(a)
-        for a in [
-            {"commitInfo": {}},
-            {"remove": {"path": "old.parquet", "dataChange": True, "size": 3}},
-            {"add": {"path": "new.parquet", "dataChange": True, "size": 4}},
-            {"add": {"path": "compacted.parquet", "dataChange": False, "size": 5}},
-        ]
-    )
+    commit = [
+        {"commitInfo": {}},
+        {"remove": {"path": "old.parquet", "dataChange": True, "size": 3}},
+        {"add": {"path": "new.parquet", "dataChange": True, "size": 4}},
+        {"add": {"path": "compacted.parquet", "dataChange": False, "size": 5}},
+    ]
     files = change_files("/t", commit)
     assert [(f.path, f.partition_values[OP]) for f in files] == [
         ("/t/old.parquet", "-D"),

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from .history import tidy
+from .log import commit_path
 from .storage import filesystem, is_remote, join
 from .writer import WRITTEN, absolute
 
@@ -122,7 +123,7 @@ def commit(
         cdc = {"path": f"{CHANGE_DATA}/{f['path']}", "partitionValues": {}, "size": f["size"]}
         lines.append({"cdc": {**cdc, "dataChange": False}})
     put_if_absent(
-        join(path, "_delta_log", f"{version:020d}.json"),
+        commit_path(path, version),
         "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines),
     )
     tidy(path, version, configuration, checkpoint=True)

@@ -39,8 +39,7 @@ from urllib.parse import unquote
 from ..faults import fault_point
 from . import origins
 from .history import tidy
-from .log import add_action_table
-from .storage import join
+from .log import add_action_table, commit_path
 from .types import arrow_schema, delta_to_spark_type
 from .writer import concatenate_files
 
@@ -142,7 +141,7 @@ class Compaction:
         origins.record(self.path, version, token, moved)
         fault_point("compaction_written", -1)
         put_if_absent(
-            join(self.path, "_delta_log", f"{version:020d}.json"),
+            commit_path(self.path, version),
             _commit(version, token, self.target_size, done),
         )
         fault_point("compaction_committed", -1)

@@ -46,12 +46,9 @@ class HistoryGone(Exception):
 def _commit_meta(path: str, version: int) -> str | None:
     """Our metadata (JSON text) in the log's commit `version`, or None; FileNotFoundError if
     the log no longer has it."""
-    text = storage.read_text(storage.join(path, "_delta_log", f"{version:020d}.json"))
-    for line in text.splitlines():
-        info = json.loads(line).get("commitInfo") if line.strip() else None
-        if info is not None:
-            return info.get(META_KEY)
-    return None
+    from .log import commit_info
+
+    return commit_info(path, version).get(META_KEY)
 
 
 def _listed(path: str) -> list[int]:

@@ -21,6 +21,24 @@ from . import offsets, storage
 from .offsets import File, Position
 
 
+def commit_path(root: str, version: int) -> str:
+    """The log file of version `version` of the table at `root`."""
+    return storage.join(root, "_delta_log", f"{version:020d}.json")
+
+
+def commit_actions(root: str, version: int) -> list[dict]:
+    """The actions of the log's commit `version`, in order; FileNotFoundError if the log no
+    longer has it."""
+    text = storage.read_text(commit_path(root, version))
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def commit_info(root: str, version: int) -> dict:
+    """The commitInfo of the log's commit `version` ({} if none); FileNotFoundError if the log
+    no longer has it."""
+    return next((a["commitInfo"] for a in commit_actions(root, version) if "commitInfo" in a), {})
+
+
 def _abs(root: str, path: str) -> str:
     from urllib.parse import unquote
 
@@ -84,15 +102,12 @@ def files_named(root: str, version: int | None, names: list[str], column: str) -
 OP = "_op"  # the change column of a change feed read (+I/-U/+U/-D, as sql/retract.py reads)
 
 
-def change_files(root: str, commit: str) -> list[File]:
-    """The files holding commit `commit`'s changes, as Delta's change data feed: its cdc files
-    (with `_change_type`) if it has any; else its added files as inserts and its removed
-    files (dataChange) as deletes, each tagged with the change under OP."""
+def change_files(root: str, actions: list[dict]) -> list[File]:
+    """The files holding a commit's changes (its `actions`), as Delta's change data feed: its
+    cdc files (with `_change_type`) if it has any; else its added files as inserts and its
+    removed files (dataChange) as deletes, each tagged with the change under OP."""
     cdc, changes = [], []
-    for line in commit.splitlines():
-        if not line.strip():
-            continue
-        action = json.loads(line)
+    for action in actions:
         if "cdc" in action:
             c = action["cdc"]
             cdc.append(File(_abs(root, c["path"]), c.get("partitionValues") or {}, c["size"]))
@@ -115,23 +130,19 @@ def version_files(
     if the log no longer has the version."""
     out = []
     try:
-        commit = storage.read_text(storage.join(root, "_delta_log", f"{version:020d}.json"))
+        actions = commit_actions(root, version)
     except FileNotFoundError:
         raise expired_version(root, version) from None
     if change_feed:
-        return change_files(root, commit)
-    for line in commit.splitlines():
-        if line.strip():
-            action = json.loads(line)
-            if "add" in action and action["add"].get("dataChange", True):
-                add = action["add"]
-                out.append(
-                    File(_abs(root, add["path"]), add.get("partitionValues") or {}, add["size"])
-                )
-            elif "remove" in action and action["remove"].get("dataChange", True):
-                if skip_change_commits:
-                    return []
-                raise change_commit(root, version)
+        return change_files(root, actions)
+    for action in actions:
+        if "add" in action and action["add"].get("dataChange", True):
+            add = action["add"]
+            out.append(File(_abs(root, add["path"]), add.get("partitionValues") or {}, add["size"]))
+        elif "remove" in action and action["remove"].get("dataChange", True):
+            if skip_change_commits:
+                return []
+            raise change_commit(root, version)
     return out
 
 
@@ -142,11 +153,10 @@ def rearranged(root: str, after: int, upto: int) -> tuple[set[str], set[str]]:
     removed: set[str] = set()
     for version in range(after + 1, upto + 1):
         try:
-            commit = storage.read_text(storage.join(root, "_delta_log", f"{version:020d}.json"))
+            actions = commit_actions(root, version)
         except FileNotFoundError:
             raise expired_version(root, version) from None
-        for line in commit.splitlines():
-            action = json.loads(line) if line.strip() else {}
+        for action in actions:
             for kind, files in (("add", added), ("remove", removed)):
                 if kind in action and not action[kind].get("dataChange", True):
                     files.add(_abs(root, action[kind]["path"]))
@@ -256,9 +266,7 @@ def await_commit(tables: dict[str, int], until: float, stop: str | None = None) 
     looks for each one's next log file every AWAIT_POLL seconds (a stat; on object storage a
     HEAD request, every AWAIT_POLL_REMOTE). A writer commits a version by creating that file
     whole (put-if-absent), so once it is there the version can be read."""
-    names = {
-        root: storage.join(root, "_delta_log", f"{v + 1:020d}.json") for root, v in tables.items()
-    }
+    names = {root: commit_path(root, v + 1) for root, v in tables.items()}
     poll = AWAIT_POLL_REMOTE if any(storage.is_remote(root) for root in tables) else AWAIT_POLL
     while True:
         landed = next((root for root, name in names.items() if storage.exists(name)), None)

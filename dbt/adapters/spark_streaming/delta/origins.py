@@ -16,7 +16,8 @@ The snapshot-equivalence oracle reads every file a stream ever read (delta/sourc
 compacted again, and it reads them there (source.py `_read`), whether or not the file is
 still on storage. Paths are as in the log (relative to the table, unquoted).
 
-Imported by Spark's Python workers through delta/source.py: storage only, no deltalake.
+Imported by Spark's Python workers through delta/source.py: storage and the log's files only,
+no deltalake.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import re
 
 from ..layout import compacted_path
 from . import storage
+from .log import commit_info
 
 TOKEN = "compactionToken"  # the commitInfo key of a compaction's token
 _RECORD = re.compile(r"(\d{20})(?:\.([0-9a-f]+)\.pending)?\.json")
@@ -64,17 +66,9 @@ def settle(table: str) -> None:
         version, token = int(m[1]), m[2]
         try:
             outputs = json.loads(storage.read_text(storage.join(folder, name)))["outputs"]
-            commit = storage.read_text(storage.join(table, "_delta_log", f"{version:020d}.json"))
+            info = commit_info(table, version)
         except FileNotFoundError:
             continue
-        info: dict = next(
-            (
-                json.loads(line)["commitInfo"]
-                for line in commit.splitlines()
-                if '"commitInfo"' in line
-            ),
-            {},
-        )
         if info.get(TOKEN) == token:
             committed(table, version, token, outputs)
         else:

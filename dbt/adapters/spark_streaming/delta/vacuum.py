@@ -20,7 +20,6 @@ change data files of old versions. Nothing under `_dbt_streaming` is touched.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from urllib.parse import unquote
@@ -45,16 +44,15 @@ def still_read(path: str, version: int) -> set[str]:
     """The files (paths as in the log, unquoted) that versions after `version` remove or whose
     changes they hold (cdc): those the log still has (a reader older than the log cannot resume:
     SSD404)."""
-    from .log import latest_version
+    from .log import commit_actions, latest_version
 
     out: set[str] = set()
     for v in range(version + 1, latest_version(path) + 1):
         try:
-            commit = storage.read_text(storage.join(path, "_delta_log", f"{v:020d}.json"))
+            actions = commit_actions(path, v)
         except FileNotFoundError:
             continue
-        for line in commit.splitlines():
-            action = json.loads(line) if '"remove"' in line or '"cdc"' in line else {}
+        for action in actions:
             for kind in ("remove", "cdc"):
                 if kind in action:
                     out.add(unquote(action[kind]["path"]))
