@@ -143,6 +143,18 @@ def sample(started: float) -> dict:
     }
 
 
+def rewritten_rows() -> int:
+    """The rows the model table's compactions wrote (their records: delta/origins.py)."""
+    folder = os.path.join(MODEL, "_dbt_streaming", "compacted")
+    total = 0
+    for name in os.listdir(folder):
+        if name.endswith(".json") and ".pending" not in name:
+            with open(os.path.join(folder, name)) as fh:
+                outputs = json.load(fh)["outputs"]
+            total += sum(rows for inputs in outputs.values() for _, rows in inputs)
+    return total
+
+
 def timed(fn, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -261,6 +273,7 @@ def main() -> None:
             f"{s['live_mb']} | {s['log_files']} | {s['checkpoint_actions']} | {s['load_ms']} |"
         )
     print(f"max live files (looked at every second): {max(most[0], *(s['live'] for s in samples))}")
+    print(f"compactions wrote {rewritten_rows() / len(want):.2f} rows per row appended")
     print(
         f"full read (log and data): {read_model:.3f} s, one file {read_one:.3f} s, "
         f"ratio {read_model / read_one:.2f} (target <= 1.2); the data alone: "

@@ -46,10 +46,47 @@ def test_bins_are_runs_of_neighbours_in_reading_order():
         action("f", 50, 3),
         action("g", 10, 4),
     ]
-    runs = [[a["path"] for a in r] for r in bins(actions, 100)]
+    runs = [[a["path"] for a in r] for r in bins(actions, 100, tiered=False)]
     # reading order: a(1) b big c (2) d e f (3) g (4); runs total at most 100
     assert runs == [["a", "b"], ["c", "d", "e"], ["f", "g"]]
-    assert bins([action("a", 10, 1)], 100) == []
+    assert bins([action("a", 10, 1)], 100, tiered=False) == []
+    # tiered (the default): a file larger than the rest of its run together stays, the run
+    # split there: "d" (60) of c d e, then "f" (50) of f g
+    assert [[a["path"] for a in r] for r in bins(actions, 100)] == [["a", "b"]]
+    bigger = [action("x", 30, 1), action("y", 20, 2), action("z", 20, 3)]
+    assert [[a["path"] for a in r] for r in bins(bigger, 100)] == [["x", "y", "z"]]
+
+
+def simulate(tiered: bool, target: int, appends: int = 3000, min_files: int = 50):
+    """Appends of ~1,000-byte files, compacted (bins, then each run replaced by one file in
+    its first input's place) whenever `min_files` new small files came: the most live files
+    seen, and the bytes compactions wrote per byte appended."""
+    rng = random.Random(3)
+    live, written, appended, new, most = [], 0, 0, 0, 0
+    for i in range(appends):
+        size = rng.randrange(500, 1500)
+        live.append(action(f"f{i:06d}", size, i))
+        appended, new = appended + size, new + 1
+        most = max(most, len(live))
+        if new >= min_files:
+            for run in bins(live, target, tiered):
+                first = run[0]
+                out = action(first["path"] + ".c", sum(a["size_bytes"] for a in run), i)
+                out["modification_time"] = first["modification_time"]
+                written += out["size_bytes"]
+                live = [a for a in live if a not in run] + [out]
+            new = 0
+    return most, written / appended
+
+
+def test_tiered_compaction_rewrites_each_byte_a_few_times():
+    # 3,000 files of ~1 kB (60 compactions), outputs up to 10 MB: no output reaches the target
+    most, amplification = simulate(tiered=True, target=10**7)
+    # each rewrite at least doubles a byte's file: log2 of the files joined, 3.5 measured
+    assert most <= 2 * 50 and amplification <= 5
+    # untiered, the output at the table's end is rewritten with every compaction's new files
+    most_untiered, amplification_untiered = simulate(tiered=False, target=10**7)
+    assert most_untiered <= 51 and amplification_untiered > 25
 
 
 def test_an_output_sorts_where_its_first_input_did():

@@ -23,7 +23,8 @@ VACUUM).
 The small files are counted from the table's add actions once per run, then followed by the
 files each commit adds (an upsert_table's copy-on-write also removes some: the count is checked
 against the table before compacting). A compaction's own outputs below the target stay small:
-the next one waits for `min_files` more.
+the next one waits for `min_files` more, and joins an earlier output only with as many bytes
+(`bins(tiered)`), so that each row is rewritten a few times, not with every compaction.
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ def output_stem(first: str, version: int) -> str:
     return f"{_SUFFIX.sub('', first)}.c{version:020d}"
 
 
-def bins(actions: list[dict], target: int) -> list[list[dict]]:
+def bins(actions: list[dict], target: int, tiered: bool = True) -> list[list[dict]]:
     """Runs of at least two neighbouring files in reading order (modification time, then path),
-    each file smaller than `target` and each run's total at most `target`. `actions`: add
-    actions (path, size_bytes, modification_time)."""
+    each file smaller than `target` and each run's total at most `target`; `tiered`: no file in
+    a run larger than the rest of it together (see `_tiered`). `actions`: add actions (path,
+    size_bytes, modification_time)."""
     ordered = sorted(actions, key=lambda a: (a["modification_time"] or 0, a["path"]))
     out: list[list[dict]] = []
     run: list[dict] = []
@@ -71,12 +73,24 @@ def bins(actions: list[dict], target: int) -> list[list[dict]]:
             run.append(a)
             size += a["size_bytes"]
             continue
-        if len(run) > 1:
-            out.append(run)
-        run, size = ([a], a["size_bytes"]) if small else ([], 0)
-    if len(run) > 1:
         out.append(run)
-    return out
+        run, size = ([a], a["size_bytes"]) if small else ([], 0)
+    out.append(run)
+    return [r for whole in out for r in (_tiered(whole) if tiered else [whole]) if len(r) > 1]
+
+
+def _tiered(run: list[dict]) -> list[list[dict]]:
+    """`run` without each file larger than the rest of its run together, split there: so each
+    file a compaction rewrites goes into an output at least twice its size, and a byte is
+    rewritten at most log2(target / the smallest file) times. (Without it, the output at the
+    table's end, joined by each compaction's new small files, is rewritten whole every time:
+    the bytes written grow with the square of the table's.)"""
+    if len(run) < 2:
+        return [run]
+    i = max(range(len(run)), key=lambda k: run[k]["size_bytes"])
+    if 2 * run[i]["size_bytes"] <= sum(a["size_bytes"] for a in run):
+        return [run]
+    return _tiered(run[:i]) + _tiered(run[i + 1 :])
 
 
 @dataclass
@@ -88,6 +102,7 @@ class Compaction:
     min_files: int = MIN_FILES
     target_size: int = TARGET_SIZE
     model: bool = False
+    tiered: bool = True  # bins(tiered): an explicit optimize compacts every run
     small: int | None = field(default=None)  # its files smaller than target_size (estimate)
     left: int = 0  # small files the last compaction left (its own outputs below the target)
 
@@ -115,7 +130,10 @@ class Compaction:
             table, actions = self._load()
         small = sum(1 for a in actions if a["size_bytes"] < self.target_size)
         version = table.version() + 1
-        runs = [(r, output_stem(r[0]["path"], version)) for r in bins(actions, self.target_size)]
+        runs = [
+            (r, output_stem(r[0]["path"], version))
+            for r in bins(actions, self.target_size, self.tiered)
+        ]
         columns = [(f.name, delta_to_spark_type(f.type)) for f in table.schema().fields]
         named = [(stem, [unquote(a["path"]) for a in run]) for run, stem in runs]
         written = (  # stem -> the output's metadata (its `path`: its name)

@@ -154,7 +154,9 @@ def optimize_models(spark, catalog: Catalog, models: list[dict]) -> list[Done]:
             for table, _ in _tables(path, m["name"]):
                 upsert = m["config"].get("materialized") == "upsert_table"
                 size = min(target, UPSERT_TARGET_SIZE) if merged(table, path, upsert) else target
-                result = Compaction(table, 2, size, table == path).compact(spark) or {}
+                result = (
+                    Compaction(table, 2, size, table == path, tiered=False).compact(spark) or {}
+                )
                 out.append(
                     Done(m["name"], table, result.get("files_removed", 0), result.get("version"))
                 )
