@@ -208,9 +208,14 @@ def main() -> None:
 
     most = [0]  # the most live files seen (looked at every second)
 
+    loads: list[tuple[float, float]] = []  # (seconds, ms) of the watcher's loads
+
     def watch_loop():
         while not stop.wait(1.0):
-            most[0] = max(most[0], len(DeltaTable(MODEL).file_uris()))
+            t = time.perf_counter()
+            live = len(DeltaTable(MODEL).file_uris())
+            loads.append((time.time() - started, (time.perf_counter() - t) * 1000))
+            most[0] = max(most[0], live)
 
     vacuumer = threading.Thread(target=vacuum_loop, daemon=True)
     watcher = threading.Thread(target=watch_loop, daemon=True)
@@ -274,6 +279,17 @@ def main() -> None:
         )
     print(f"max live files (looked at every second): {max(most[0], *(s['live'] for s in samples))}")
     print(f"compactions wrote {rewritten_rows() / len(want):.2f} rows per row appended")
+    n = len(loads)  # the table's load every second, by tenth of the run
+    tenths = [[m for _, m in loads[n * i // 10 : n * (i + 1) // 10]] for i in range(10)]
+    print("table load ms (every second), by tenth of the run: median / 95th percentile")
+    print(
+        "  "
+        + "  ".join(
+            f"{statistics.median(ms):.1f}/{sorted(ms)[int(len(ms) * 0.95)]:.1f}"
+            for ms in tenths
+            if ms
+        )
+    )
     print(
         f"full read (log and data): {read_model:.3f} s, one file {read_one:.3f} s, "
         f"ratio {read_model / read_one:.2f} (target <= 1.2); the data alone: "

@@ -110,11 +110,19 @@ def lowest_positions(warehouse: str, names: set[str]) -> dict[str, int]:
 
 
 def vacuum_model(
-    warehouse: str, name: str, path: str, retention_hours: int | None, dry_run: bool
+    warehouse: str,
+    name: str,
+    path: str,
+    retention_hours: int | None,
+    dry_run: bool,
+    lowest: dict[str, int] | None = None,
 ) -> list[Done]:
-    """VACUUM the tables of model `name` (schema.identifier) at `path`."""
+    """VACUUM the tables of model `name` (schema.identifier) at `path`; `lowest`: the readers'
+    positions (lowest_positions) of its tables, if known (a position read earlier is never
+    higher than the reader's now: it keeps as much or more)."""
     tables = _tables(path, name)
-    lowest = lowest_positions(warehouse, {label.lower() for _, label in tables if label})
+    if lowest is None:
+        lowest = lowest_positions(warehouse, {label.lower() for _, label in tables if label})
     out = []
     for table, label in tables:
         keep_after = lowest.get(label.lower()) if label else None
@@ -136,11 +144,14 @@ def vacuum_due(path: str) -> bool:
 def vacuum_models(
     catalog: Catalog, models: list[dict], retention_hours: int | None, dry_run: bool
 ) -> list[Done]:
-    """VACUUM the tables of `models` ([{name: schema.identifier, ...}])."""
+    """VACUUM the tables of `models` ([{name: schema.identifier, ...}]), the readers' positions
+    read once for all of them (a look at every model table of the warehouse)."""
+    paths = {m["name"]: catalog.location_of(m["name"]) for m in models}
+    names = {label.lower() for n, p in paths.items() for _, label in _tables(p, n) if label}
+    lowest = lowest_positions(catalog.warehouse, names)
     out = []
-    for m in models:
-        path = catalog.location_of(m["name"])
-        out += vacuum_model(catalog.warehouse, m["name"], path, retention_hours, dry_run)
+    for name, path in paths.items():
+        out += vacuum_model(catalog.warehouse, name, path, retention_hours, dry_run, lowest)
     return out
 
 
