@@ -50,9 +50,9 @@ def test_bins_are_runs_of_neighbours_in_reading_order():
     # reading order: a(1) b big c (2) d e f (3) g (4); runs total at most 100
     assert runs == [["a", "b"], ["c", "d", "e"], ["f", "g"]]
     assert bins([action("a", 10, 1)], 100, tiered=False) == []
-    # tiered (the default): a file larger than the rest of its run together stays, the run
-    # split there: "d" (60) of c d e, then "f" (50) of f g
-    assert [[a["path"] for a in r] for r in bins(actions, 100)] == [["a", "b"]]
+    # tiered (the default): in the last run, the one new files join, a file larger than the
+    # rest of it together stays, the run split there: "f" (50) of f g (c d e is closed: whole)
+    assert [[a["path"] for a in r] for r in bins(actions, 100)] == [["a", "b"], ["c", "d", "e"]]
     bigger = [action("x", 30, 1), action("y", 20, 2), action("z", 20, 3)]
     assert [[a["path"] for a in r] for r in bins(bigger, 100)] == [["x", "y", "z"]]
 
@@ -87,6 +87,10 @@ def test_tiered_compaction_rewrites_each_byte_a_few_times():
     # untiered, the output at the table's end is rewritten with every compaction's new files
     most_untiered, amplification_untiered = simulate(tiered=False, target=10**7)
     assert most_untiered <= 51 and amplification_untiered > 25
+    # 6,000 files, outputs up to 100 kB: runs closed by the target are joined whole, so no
+    # small file is left behind between them (tiering every run left 172 live files, not 110)
+    assert simulate(tiered=True, target=10**5, appends=6000)[0] <= 110
+    assert simulate(tiered=False, target=10**5, appends=6000)[0] <= 110
 
 
 def test_an_output_sorts_where_its_first_input_did():

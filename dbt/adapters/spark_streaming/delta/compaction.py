@@ -23,8 +23,9 @@ VACUUM).
 The small files are counted from the table's add actions once per run, then followed by the
 files each commit adds (an upsert_table's copy-on-write also removes some: the count is checked
 against the table before compacting). A compaction's own outputs below the target stay small:
-the next one waits for `min_files` more, and joins an earlier output only with as many bytes
-(`bins(tiered)`), so that each row is rewritten a few times, not with every compaction.
+the next one waits for `min_files` more, and at the table's end joins an earlier output only
+with as many bytes (`bins(tiered)`), so that each row is rewritten a few times, not with every
+compaction.
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ def output_stem(first: str, version: int) -> str:
 def bins(actions: list[dict], target: int, tiered: bool = True) -> list[list[dict]]:
     """Runs of at least two neighbouring files in reading order (modification time, then path),
     each file smaller than `target` and each run's total at most `target`; `tiered`: no file in
-    a run larger than the rest of it together (see `_tiered`). `actions`: add actions (path,
-    size_bytes, modification_time)."""
+    the last run (the table's end, which new files join) larger than the rest of it together
+    (see `_tiered`; an earlier run no longer grows: it is joined whole, once). `actions`: add
+    actions (path, size_bytes, modification_time)."""
     ordered = sorted(actions, key=lambda a: (a["modification_time"] or 0, a["path"]))
     out: list[list[dict]] = []
     run: list[dict] = []
@@ -75,16 +77,17 @@ def bins(actions: list[dict], target: int, tiered: bool = True) -> list[list[dic
             continue
         out.append(run)
         run, size = ([a], a["size_bytes"]) if small else ([], 0)
-    out.append(run)
-    return [r for whole in out for r in (_tiered(whole) if tiered else [whole]) if len(r) > 1]
+    out += _tiered(run) if tiered else [run]
+    return [r for r in out if len(r) > 1]
 
 
 def _tiered(run: list[dict]) -> list[list[dict]]:
     """`run` without each file larger than the rest of its run together, split there: so each
-    file a compaction rewrites goes into an output at least twice its size, and a byte is
-    rewritten at most log2(target / the smallest file) times. (Without it, the output at the
-    table's end, joined by each compaction's new small files, is rewritten whole every time:
-    the bytes written grow with the square of the table's.)"""
+    file a compaction rewrites at the table's end goes into an output at least twice its size,
+    and a byte is rewritten there at most log2(target / the smallest file) times, then once more
+    when its run is closed. (Without it, the output at the table's end, joined by each
+    compaction's new small files, is rewritten whole every time: the bytes written grow with
+    the square of the table's.)"""
     if len(run) < 2:
         return [run]
     i = max(range(len(run)), key=lambda k: run[k]["size_bytes"])

@@ -35,8 +35,13 @@ def commit_actions(root: str, version: int) -> list[dict]:
 
 def commit_info(root: str, version: int) -> dict:
     """The commitInfo of the log's commit `version` ({} if none); FileNotFoundError if the log
-    no longer has it."""
-    return next((a["commitInfo"] for a in commit_actions(root, version) if "commitInfo" in a), {})
+    no longer has it. (Parsed up to it: it comes first, before the add actions and their
+    statistics.)"""
+    for line in storage.read_text(commit_path(root, version)).splitlines():
+        action = json.loads(line) if line.strip() else {}
+        if "commitInfo" in action:
+            return action["commitInfo"]
+    return {}
 
 
 def _abs(root: str, path: str) -> str:

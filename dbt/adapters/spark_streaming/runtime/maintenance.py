@@ -118,8 +118,9 @@ def vacuum_model(
     lowest: dict[str, int] | None = None,
 ) -> list[Done]:
     """VACUUM the tables of model `name` (schema.identifier) at `path`; `lowest`: the readers'
-    positions (lowest_positions) of its tables, if known (a position read earlier is never
-    higher than the reader's now: it keeps as much or more)."""
+    positions (lowest_positions) of its tables, if read already (a reader's position only moves
+    on, so one read earlier keeps as much or more; a reader that starts meanwhile starts from
+    the table's latest snapshot, whose files are not removed)."""
     tables = _tables(path, name)
     if lowest is None:
         lowest = lowest_positions(warehouse, {label.lower() for _, label in tables if label})
