@@ -77,23 +77,25 @@ def bins(actions: list[dict], target: int, tiered: bool = True) -> list[list[dic
             continue
         out.append(run)
         run, size = ([a], a["size_bytes"]) if small else ([], 0)
-    out += _tiered(run) if tiered else [run]
+    out += _tiered(run, target // 128) if tiered else [run]
     return [r for r in out if len(r) > 1]
 
 
-def _tiered(run: list[dict]) -> list[list[dict]]:
+def _tiered(run: list[dict], floor: int) -> list[list[dict]]:
     """`run` without each file larger than the rest of its run together, split there: so each
     file a compaction rewrites at the table's end goes into an output at least twice its size,
     and a byte is rewritten there at most log2(target / the smallest file) times, then once more
     when its run is closed. (Without it, the output at the table's end, joined by each
     compaction's new small files, is rewritten whole every time: the bytes written grow with
-    the square of the table's.)"""
+    the square of the table's.) A run of files all below `floor` is joined whole: rewriting
+    them costs little."""
     if len(run) < 2:
         return [run]
     i = max(range(len(run)), key=lambda k: run[k]["size_bytes"])
-    if 2 * run[i]["size_bytes"] <= sum(a["size_bytes"] for a in run):
+    big = run[i]["size_bytes"]
+    if big < floor or 2 * big <= sum(a["size_bytes"] for a in run):
         return [run]
-    return _tiered(run[:i]) + _tiered(run[i + 1 :])
+    return _tiered(run[:i], floor) + _tiered(run[i + 1 :], floor)
 
 
 @dataclass
