@@ -108,7 +108,9 @@ class TestAutoCompaction:
 MAINTAINED = {
     "bid_rows": "{{ config(materialized='streaming_view', "
     + COMPACT
-    + ", tblproperties={'delta.deletedFileRetentionDuration': 'interval 0 seconds'}) }}\n"
+    # tombstones expire at once; no checkpoint (which would drop them) in this test's versions
+    + ", tblproperties={'delta.deletedFileRetentionDuration': 'interval 0 seconds', "
+    "'delta.checkpointInterval': 100}) }}\n"
     "SELECT bidtime, price, item FROM {{ source('raw', 'bids') }}",
     "per_window": "{{ config(materialized='streaming_view', watermark_delay='1 minute', "
     "auto_compact=false) }}\nSELECT window_start, window_end, item, SUM(price) AS total, "

@@ -236,13 +236,25 @@ def test_a_record_left_pending_is_settled_by_the_log(tmp_path):
     origins.record(path, 4, "eeee", {"v.parquet": [["w.parquet", 1]]})  # under way
     assert origins.moved(path) == {}  # pending records are not read
     origins.settle(path)
-    assert sorted(os.listdir(folder)) == [
-        f"{2:020d}.json",
-        f"{3:020d}.json",
-        f"{4:020d}.eeee.pending.json",
-    ]
+    assert sorted(os.listdir(folder)) == [f"{2:020d}.json", f"{3:020d}.json", "pending"]
+    assert os.listdir(folder / "pending") == [f"{4:020d}.eeee.json"]
     # y.parquet compacted again into w.parquet: first's rows are there now
-    assert origins.moved(path) == {first: ("w.parquet", 0, 1), "y.parquet": ("w.parquet", 0, 1)}
+    settled = {first: ("w.parquet", 0, 1), "y.parquet": ("w.parquet", 0, 1)}
+    assert origins.moved(path) == settled
+    # a pending record as written beside the final ones before the pending folder: read if
+    # the log has its commit, not if another commit took its version
+    (folder / f"{5:020d}.ffff.pending.json").write_text(
+        json.dumps({"token": "ffff", "outputs": {"u.parquet": [["w.parquet", 1]]}})
+    )
+    (folder / f"{6:020d}.0bad.pending.json").write_text(
+        json.dumps({"token": "0bad", "outputs": {"t.parquet": [["u.parquet", 1]]}})
+    )
+    log(5, "ffff")
+    log(6, "0ther")
+    assert origins.moved(path) == {
+        **{f: ("u.parquet", 0, 1) for f in settled},
+        "w.parquet": ("u.parquet", 0, 1),
+    }
 
 
 def test_the_lowest_positions_of_a_models_readers(tmp_path):

@@ -10,8 +10,10 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+from dbt.adapters.spark_streaming.delta import history
 from dbt.adapters.spark_streaming.delta.history import (
     META_KEY,
+    NEWEST,
     HistoryGone,
     commit_history,
     last_metadata,
@@ -56,16 +58,42 @@ def test_the_history_outlives_the_log(tmp_path):
         (n, n) for n in range(1, 11)
     ]
     assert [c["watermark_ms"] for c in history[1:]] == [1000 * n for n in range(1, 11)]
-    assert sorted(os.listdir(history_path(path))) == [
-        f"{0:020d}-{3:020d}.json",
-        f"{4:020d}-{6:020d}.json",
-        f"{7:020d}-{9:020d}.json",
-    ]
+    # one segment, rewritten at each checkpoint until it covers SEGMENT_VERSIONS versions
+    assert sorted(os.listdir(history_path(path))) == [f"{0:020d}-{9:020d}.json", NEWEST]
     assert last_metadata(path) == {"batch_id": 10, "watermark_ms": 10000, "table_version": 10}
     assert sorted(DeltaTable(path).to_pyarrow_table().column("n").to_pylist()) == list(range(1, 11))
 
 
-def test_a_gap_is_history_gone(tmp_path):
+def test_segments_grow_to_their_size_then_a_new_one_starts(tmp_path, monkeypatch):
+    """A checkpoint every 3 versions, segments of 5 or more: the newest segment is rewritten
+    and the one it replaces removed, the folder is not listed once the hint names the newest,
+    and segments a crash left overlapping read the same."""
+    monkeypatch.setattr(history, "SEGMENT_VERSIONS", 5)
+    path = _table(tmp_path, SHORT, 6)
+    assert sorted(os.listdir(history_path(path))) == [f"{0:020d}-{6:020d}.json", NEWEST]
+    listed = []
+    monkeypatch.setattr(history, "_segments", lambda p: listed.append(p) or [])
+    for n in range(7, 13):
+        _commit(path, n)
+    assert listed == []
+    monkeypatch.undo()
+    assert sorted(os.listdir(history_path(path))) == [
+        f"{0:020d}-{6:020d}.json",
+        f"{7:020d}-{12:020d}.json",
+        NEWEST,
+    ]
+    expected = [(0, None)] + [(n, n) for n in range(1, 13)]
+    assert [(c["table_version"], c.get("batch_id")) for c in commit_history(path)] == expected
+    folder = history_path(path)  # a crash after a rewrite, before the removal
+    shutil.copy(
+        os.path.join(folder, f"{7:020d}-{12:020d}.json"),
+        os.path.join(folder, f"{7:020d}-{9:020d}.json"),
+    )
+    assert [(c["table_version"], c.get("batch_id")) for c in commit_history(path)] == expected
+
+
+def test_a_gap_is_history_gone(tmp_path, monkeypatch):
+    monkeypatch.setattr(history, "SEGMENT_VERSIONS", 1)  # a segment per checkpoint
     path = _table(tmp_path, SHORT, 10)
     os.remove(os.path.join(history_path(path), f"{4:020d}-{6:020d}.json"))
     with pytest.raises(HistoryGone):

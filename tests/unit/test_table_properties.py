@@ -21,7 +21,7 @@ def test_values_become_delta_strings():
         "delta.checkpointInterval": "50",
         "delta.enableExpiredLogCleanup": "false",
     }
-    assert table_properties({}) == {}
+    assert table_properties({}) == {"delta.checkpointInterval": "10"}  # Delta's own default
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,10 @@ A Delta log keeps a commit for `delta.logRetentionDuration` (30 days by default)
 checkpoint follows it, and whoever cleans the log up knows nothing of what our commits carry. So
 the adapter's commits to a model table are made without delta-rs's cleanup (KEEP_LOG), and every
 `delta.checkpointInterval` versions `tidy` first copies the commits since the last copy into a
-segment, ``<table>/_dbt_streaming/history/<first>-<last>.json``, then removes the expired log
-(unless `delta.enableExpiredLogCleanup` is false). A crash between the two leaves the log; a
-crash before both leaves both for the next checkpoint.
+segment, ``<table>/_dbt_streaming/history/<first>-<last>.json`` (the newest segment, named by
+the hint file ``newest``, is rewritten with them until it covers 100 versions), then removes the
+expired log (unless `delta.enableExpiredLogCleanup` is false). A crash between the two leaves
+the log; a crash before both leaves both for the next checkpoint.
 
 A segment lists every version it covers, with our metadata or null, so a reader tells a whole
 history from one with a gap (the log cleaned up by another writer, such as an OPTIMIZE with
@@ -32,7 +33,11 @@ from . import storage
 
 META_KEY = "dbt_spark_streaming"  # commitInfo key holding our JSON metadata
 REBUILT = "rebuilt"  # a full refresh's swap commit: the rebuild's earlier commits (swap.py)
-CHECKPOINT_INTERVAL = 100  # delta.checkpointInterval's default
+CHECKPOINT_INTERVAL = 100  # delta.checkpointInterval's default in delta-rs
+# our tables' default: Delta's own (Spark's), so a load replays at most 10 commits (~3 ms), not 100
+LOG_DEFAULTS = {"delta.checkpointInterval": "10"}
+SEGMENT_VERSIONS = 100  # a segment is rewritten with the next versions until it has as many
+NEWEST = "newest"  # the history folder's hint file: the newest segment's name
 KEEP_LOG = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
 
 _COMMIT = re.compile(r"(\d{20})\.json")
@@ -90,7 +95,10 @@ def entries(path: str) -> dict[int, str | None]:
     out: dict[int, str | None] = {}
     segments = _segments(path)
     for _, _, name in segments:
-        text = storage.read_text(storage.join(history_path(path), name))
+        try:
+            text = storage.read_text(storage.join(history_path(path), name))
+        except FileNotFoundError:  # rewritten with later versions (_keep): a gap this time
+            continue
         out.update((v, m) for v, m in json.loads(text)["commits"])
     done = max((last for _, last, _ in segments), default=-1)
     out.update(_read(path, _after(path, done, latest_version(path))))
@@ -183,11 +191,34 @@ def tidy(
         logging.getLogger(__name__).warning(f"{path}: no checkpoint at version {version}: {exc}")
 
 
+def _newest(path: str) -> tuple[int, int, str] | None:
+    """(first, last, name) of the table's newest segment: named by the hint file (written after
+    each segment, so the history folder is listed only for a table that has none yet)."""
+    try:
+        name = storage.read_text(storage.join(history_path(path), NEWEST)).strip()
+    except FileNotFoundError:
+        return max(_segments(path), key=lambda s: s[1], default=None)
+    m = _SEGMENT.fullmatch(name)
+    return (int(m[1]), int(m[2]), name) if m else None
+
+
 def _keep(path: str, upto: int) -> None:
-    """Write the segment of the versions after the last segment's up to `upto`: those the log
-    has (a gap is a gap: commit_history finds it)."""
-    done = max((last for _, last, _ in _segments(path)), default=-1)
-    commits = sorted(_read(path, _after(path, done, upto)).items())
-    if commits:
-        name = f"{commits[0][0]:020d}-{upto:020d}.json"
-        storage.write_text(storage.join(history_path(path), name), json.dumps({"commits": commits}))
+    """Write the segment of the versions after the newest segment's up to `upto`: those the
+    log has (a gap is a gap: commit_history finds it). A newest segment of fewer than
+    SEGMENT_VERSIONS versions is rewritten with them, then removed, so the segments stay few at
+    a short `delta.checkpointInterval`. A crash between the writes leaves segments that
+    overlap, with the same entries: harmless."""
+    folder = history_path(path)
+    newest = _newest(path)
+    commits = sorted(_read(path, _after(path, newest[1] if newest else -1, upto)).items())
+    if not commits:
+        return
+    grow = newest is not None and newest[1] - newest[0] + 1 < SEGMENT_VERSIONS
+    if grow:
+        text = storage.read_text(storage.join(folder, newest[2]))
+        commits = json.loads(text)["commits"] + commits
+    name = f"{commits[0][0]:020d}-{upto:020d}.json"
+    storage.write_text(storage.join(folder, name), json.dumps({"commits": commits}))
+    storage.write_text(storage.join(folder, NEWEST), name)
+    if grow:
+        storage.remove(storage.join(folder, newest[2]))

@@ -3,13 +3,14 @@ vacuumed and still be read as they were.
 
 A compaction (delta/compaction.py) writes the rows of a run of files, in order, into one file:
 the rows of its i-th input are the output's rows [offset_i, offset_i + rows_i). Before it
-commits, it records that in ``<table>/_dbt_streaming/compacted/<version>.<token>.pending.json``
+commits, it records that in ``<table>/_dbt_streaming/compacted/pending/<version>.<token>.json``
 ({"token": ..., "outputs": {output: [[input, rows], ...]}}); once its commit (whose commitInfo
-carries the token) is in the log, it writes the record as ``<version>.json`` and deletes the
-pending one. A record left pending by a crash is settled by the next compaction or vacuum
-(`settle`): made final if the log's commit of that version carries its token, deleted if
-another commit took the version (another attempt at the version has another token, so another
-pending record).
+carries the token) is in the log, it writes the record as ``compacted/<version>.json`` and
+deletes the pending one. A record left pending by a crash is settled by the next compaction or
+vacuum (`settle`, which lists the pending folder only: the final records grow with the table's
+age): made final if the log's commit of that version carries its token, deleted if another
+commit took the version (another attempt at the version has another token, so another pending
+record).
 
 The snapshot-equivalence oracle reads every file a stream ever read (delta/source.py
 `files_by_batch`): `moved` tells it where each compacted file's rows are, following outputs
@@ -30,27 +31,33 @@ from . import storage
 from .log import commit_info
 
 TOKEN = "compactionToken"  # the commitInfo key of a compaction's token
-_RECORD = re.compile(r"(\d{20})(?:\.([0-9a-f]+)\.pending)?\.json")
+_FINAL = re.compile(r"(\d{20})\.json")
+_PENDING = re.compile(r"(\d{20})\.([0-9a-f]+)\.json")
+# a pending record as written beside the final ones before the pending folder: settled by `moved`
+_BESIDE = re.compile(r"(\d{20})\.([0-9a-f]+)\.pending\.json")
 
 
-def _name(version: int, token: str | None = None) -> str:
-    return f"{version:020d}{f'.{token}.pending' if token else ''}.json"
+def _pending(table: str, version: int, token: str) -> str:
+    return storage.join(compacted_path(table), "pending", f"{version:020d}.{token}.json")
+
+
+def _final(table: str, version: int) -> str:
+    return storage.join(compacted_path(table), f"{version:020d}.json")
 
 
 def record(table: str, version: int, token: str, outputs: dict[str, list]) -> None:
     """Record, before its commit, that compaction `version` (with `token`) writes each input's
     rows into `outputs` ({output: [[input, rows], ...]}, inputs in order)."""
     text = json.dumps({"token": token, "outputs": outputs})
-    storage.write_text(storage.join(compacted_path(table), _name(version, token)), text)
+    storage.write_text(_pending(table, version, token), text)
 
 
 def committed(table: str, version: int, token: str, outputs: dict[str, list]) -> None:
     """Compaction `version` (with `token`) is in the log: its record is final (also when a
     `settle` made it so meanwhile)."""
-    folder = compacted_path(table)
     text = json.dumps({"token": token, "outputs": outputs})
-    storage.write_text(storage.join(folder, _name(version)), text)
-    storage.remove(storage.join(folder, _name(version, token)))
+    storage.write_text(_final(table, version), text)
+    storage.remove(_pending(table, version, token))
 
 
 def settle(table: str) -> None:
@@ -58,35 +65,33 @@ def settle(table: str) -> None:
     another commit took; leave those whose version is not committed yet (a compaction under
     way, or one that crashed before its commit: a later attempt at the version has another
     token)."""
-    folder = compacted_path(table)
-    for name in storage.list_files(folder):
-        m = _RECORD.fullmatch(name)
-        if m is None or not m[2]:
-            continue
-        version, token = int(m[1]), m[2]
-        try:
-            outputs = json.loads(storage.read_text(storage.join(folder, name)))["outputs"]
-            info = commit_info(table, version)
-        except FileNotFoundError:
-            continue
-        if info.get(TOKEN) == token:
-            committed(table, version, token, outputs)
-        else:
-            storage.remove(storage.join(folder, name))
+    for name in storage.list_files(storage.join(compacted_path(table), "pending")):
+        if m := _PENDING.fullmatch(name):
+            version, token = int(m[1]), m[2]
+            try:
+                outputs = json.loads(storage.read_text(_pending(table, version, token)))
+                info = commit_info(table, version)
+            except FileNotFoundError:
+                continue
+            if info.get(TOKEN) == token:
+                committed(table, version, token, outputs["outputs"])
+            else:
+                storage.remove(_pending(table, version, token))
 
 
 def moved(table: str) -> dict[str, tuple[str, int, int]]:
     """{file: (the file its rows are in now, first row, rows)} for every file a compaction of
     the table replaced (final records only), following outputs compacted again."""
     folder = compacted_path(table)
-    records = sorted(
-        (int(m[1]), n)
-        for n in storage.list_files(folder)
-        if (m := _RECORD.fullmatch(n)) and not m[2]
-    )
+    records: dict[int, str] = {}
+    for name in storage.list_files(folder):
+        if m := _FINAL.fullmatch(name):
+            records[int(m[1])] = name
+        elif (m := _BESIDE.fullmatch(name)) and _in_log(table, m):
+            records.setdefault(int(m[1]), name)
     where: dict[str, tuple[str, int, int]] = {}
     holds: dict[str, list[str]] = {}  # output -> the files whose rows it holds
-    for _, name in records:
+    for _, name in sorted(records.items()):
         for output, inputs in json.loads(storage.read_text(storage.join(folder, name)))[
             "outputs"
         ].items():
@@ -100,3 +105,11 @@ def moved(table: str) -> dict[str, tuple[str, int, int]]:
                 held.append(path)
                 offset += rows
     return where
+
+
+def _in_log(table: str, record: re.Match) -> bool:
+    """Whether the log's commit of a pending record's version carries its token."""
+    try:
+        return commit_info(table, int(record[1])).get(TOKEN) == record[2]
+    except FileNotFoundError:
+        return False

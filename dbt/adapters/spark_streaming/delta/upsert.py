@@ -58,7 +58,7 @@ from ..faults import fault_point
 from ..layout import changelog_path
 from . import cdf
 from . import upsert_driver as driver
-from .history import KEEP_LOG, META_KEY, tidy
+from .history import KEEP_LOG, LOG_DEFAULTS, META_KEY, tidy
 from .pruning import candidate_actions, candidate_files
 from .sink import add_actions, append_files, batch_prefix, remove_orphans, rewrite_columns
 from .source import FORMAT
@@ -459,5 +459,8 @@ def rewrite_changelog(table_path: str, columns: list, added: pa.Schema) -> None:
 
 def create_changelog(table_path: str, schema: pa.Schema, restarts: bool = False) -> None:
     DeltaTable.create(
-        changelog_path(table_path), schema=changelog_schema(schema, restarts), mode="error"
+        changelog_path(table_path),
+        schema=changelog_schema(schema, restarts),
+        mode="error",
+        configuration=LOG_DEFAULTS,
     )

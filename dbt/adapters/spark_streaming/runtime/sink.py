@@ -20,7 +20,7 @@ from typing import Optional
 from dbt.adapters.events.logging import AdapterLogger
 
 from ..delta import types
-from ..delta.history import KEEP_LOG
+from ..delta.history import KEEP_LOG, LOG_DEFAULTS
 from ..delta.log import table_id
 from ..delta.offsets import Position
 from ..delta.partials import PartialsCommitter
@@ -238,8 +238,9 @@ _OWN_PREFIXES = ("delta.minReaderVersion", "delta.minWriterVersion", "delta.feat
 
 def table_properties(config) -> dict[str, str]:
     """Config `tblproperties`: Delta table properties of the model's table (e.g.
-    `delta.logRetentionDuration`), set when it is created and on a later run that finds them
-    changed (`apply_table_properties`; one removed from the config is not unset). SSC201 if not
+    `delta.logRetentionDuration`), over our default `delta.checkpointInterval` 10, set when it
+    is created and on a later run that finds them changed (`apply_table_properties`; one
+    removed from the config is not unset, unless it has that default). SSC201 if not
     a mapping of Delta's properties to values, one the adapter decides (change data feed:
     config `change_data_feed`), or a duration or interval of another form."""
     value = config.get("tblproperties") or {}
@@ -264,7 +265,7 @@ def table_properties(config) -> dict[str, str]:
     unknown = _unknown_to_delta(tuple(sorted(out.items())))
     if unknown:
         raise config_error("tblproperties", value, f"{expected} ({unknown})")
-    return out
+    return {**LOG_DEFAULTS, **out}
 
 
 @lru_cache(maxsize=64)
