@@ -37,6 +37,7 @@ this machine's memory, so they are not started).
 Run (from the repo root, with the project venv):
   .venv/bin/python bench/bench_pipeline.py [--models 20] [--sources 4] [--appends 30]
       [--idle 30] [--baseline 2] [--backlog 0] [--conf spark.key=value ...] [--jfr FILE]
+      [--master local[N]]
 `--conf` puts Spark settings in the profile's `server_side_parameters` (e.g. a default of the
 adapter's set back to Spark's, to measure what it does).
 Work files go to bench/work/pipeline/ (gitignored).
@@ -149,14 +150,16 @@ def model_files(models: int, sources: int, own_runner: bool) -> dict[str, str]:
     return out
 
 
-def write_project(root: str, models: dict[str, str], sources: int, conf: dict) -> None:
+def write_project(
+    root: str, models: dict[str, str], sources: int, conf: dict, master: str = "local[*]"
+) -> None:
     project = os.path.join(root, "project")
     os.makedirs(os.path.join(project, "models"))
     files = {
         "dbt_project.yml": "name: bench_pipeline\nversion: '1.0'\nconfig-version: 2\nprofile: b\n",
         "profiles.yml": (
             "b:\n  target: local\n  outputs:\n    local:\n      type: spark_streaming\n"
-            "      method: session\n      schema: bench\n"
+            f"      method: session\n      schema: bench\n      master: '{master}'\n"
             f"      warehouse_path: {os.path.join(root, 'warehouse')}\n      threads: 2\n"
             f"      server_side_parameters: {json.dumps(conf)}\n"
         ),
@@ -335,8 +338,9 @@ def stop_all(root: str) -> None:
 
 
 def measure(root: str, models: dict[str, str], sources: int, appends: int, idle: float,
-            conf: dict, jfr: str | None = None, backlog: int = 0) -> dict:  # fmt: skip
-    write_project(root, models, sources, conf)
+            conf: dict, jfr: str | None = None, backlog: int = 0,
+            master: str = "local[*]") -> dict:  # fmt: skip
+    write_project(root, models, sources, conf, master)
     for i in range(sources):
         write_deltalake(source_path(root, i), events(i, 0))
     free_before = _available_mb()  # the runners' cost as the machine sees it, beside the PSS
@@ -461,6 +465,7 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=0, metavar="ROWS")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--jfr", metavar="FILE", help="a JFR recording of the appends")
+    parser.add_argument("--master", default="local[*]", help="the profile's master")
     args = parser.parse_args()
     conf = dict(kv.split("=", 1) for kv in args.conf)
     shutil.rmtree(WORK, ignore_errors=True)
@@ -473,7 +478,7 @@ def main() -> None:
     models = model_files(args.models, args.sources, own_runner=False)
     jfr = args.jfr and os.path.abspath(args.jfr)
     results["shared"] = measure(
-        root, models, args.sources, args.appends, args.idle, conf, jfr, args.backlog
+        root, models, args.sources, args.appends, args.idle, conf, jfr, args.backlog, args.master
     )
 
     print(f"{'mode':<22}{'models':>7}{'runners':>8}{'start s':>9}{'PSS MB':>8}{'MB/model':>9}"

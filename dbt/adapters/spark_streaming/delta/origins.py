@@ -33,7 +33,7 @@ from .log import commit_info
 TOKEN = "compactionToken"  # the commitInfo key of a compaction's token
 _FINAL = re.compile(r"(\d{20})\.json")
 _PENDING = re.compile(r"(\d{20})\.([0-9a-f]+)\.json")
-# a pending record as written beside the final ones before the pending folder: settled by `moved`
+# a pending record as once written beside the final ones: `moved` reads it if the log has it
 _BESIDE = re.compile(r"(\d{20})\.([0-9a-f]+)\.pending\.json")
 
 
@@ -81,7 +81,7 @@ def settle(table: str) -> None:
 
 def moved(table: str) -> dict[str, tuple[str, int, int]]:
     """{file: (the file its rows are in now, first row, rows)} for every file a compaction of
-    the table replaced (final records only), following outputs compacted again."""
+    the table replaced (final records, not pending ones), following outputs compacted again."""
     folder = compacted_path(table)
     records: dict[int, str] = {}
     for name in storage.list_files(folder):
