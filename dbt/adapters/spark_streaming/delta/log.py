@@ -283,7 +283,7 @@ def await_commit(tables: dict[str, int], until: float, stop: str | None = None) 
         time.sleep(min(poll, left))
 
 
-AWAIT_POLL, AWAIT_POLL_REMOTE = 0.2, 0.5  # seconds between looks for a source's next version
+AWAIT_POLL, AWAIT_POLL_REMOTE = 0.1, 0.5  # seconds between looks for a source's next version
 
 
 def starting_position(root: str, options: dict) -> Position:

@@ -150,6 +150,31 @@ def batch_prefix(batch_id: int) -> str:
     return f"part-{batch_id:05d}-"
 
 
+class Applied:
+    """The last batch id whose commit to the table at `path` carries app `app_id`'s
+    transaction: read from the table's log at the first look, then kept by its only writer (a
+    model's run holds the model's lock; a compaction's commit carries no transaction), so a
+    micro-batch does not load the table to ask. Forgotten while a commit is under way: after a
+    failed one, it is read again."""
+
+    def __init__(self, path: str, app_id: str):
+        self.path, self.app_id = path, app_id
+        self._last: int | None = None
+
+    def last(self) -> int:
+        """-1 if none."""
+        if self._last is None:
+            found = DeltaTable(self.path).transaction_version(self.app_id)
+            self._last = -1 if found is None else found
+        return self._last
+
+    def committing(self) -> None:
+        self._last = None
+
+    def committed(self, batch_id: int) -> None:
+        self._last = batch_id
+
+
 class BatchCommitter:
     """Commits foreachBatch output to the Delta table at `path`, exactly once per batch id:
     Spark tasks write the files (delta/writer.py), this process commits them."""
@@ -158,10 +183,10 @@ class BatchCommitter:
         self.path, self.app_id, self.schema = path, app_id, schema
         self._swept = False  # orphans of a crashed attempt are looked for once per run
         self.written: dict[str, list[dict]] = {}  # per table, the files its last commit added
+        self.applied = Applied(path, app_id)
 
     def committed(self, batch_id: int) -> bool:
-        last = DeltaTable(self.path).transaction_version(self.app_id)
-        return last is not None and batch_id <= last
+        return batch_id <= self.applied.last()
 
     def commit(self, batch_df, batch_id: int, metadata: dict) -> int:
         """Append the rows of `batch_df` (a Spark DataFrame) as the commit of `batch_id`;
@@ -175,6 +200,7 @@ class BatchCommitter:
             # retried in a run that went on are left to VACUUM: nothing references them.)
             remove_orphans(self.path, batch_prefix(batch_id), {f["path"] for f in files})
             self._swept = True
+        self.applied.committing()
         append_files(
             self.path,
             files,
@@ -185,6 +211,7 @@ class BatchCommitter:
             ),
             model=True,
         )
+        self.applied.committed(batch_id)
         self.written = {self.path: files}
         fault_point("after_delta_commit", batch_id)
         return sum(f["rows"] for f in files)

@@ -60,7 +60,14 @@ from . import cdf
 from . import upsert_driver as driver
 from .history import KEEP_LOG, LOG_DEFAULTS, META_KEY, tidy
 from .pruning import candidate_actions, candidate_files
-from .sink import add_actions, append_files, batch_prefix, remove_orphans, rewrite_columns
+from .sink import (
+    Applied,
+    add_actions,
+    append_files,
+    batch_prefix,
+    remove_orphans,
+    rewrite_columns,
+)
 from .source import FORMAT
 from .upsert_driver import KEEP, SEQ
 from .writer import write_files
@@ -114,10 +121,10 @@ class UpsertCommitter:
         self._swept = False  # orphans of a crashed attempt are looked for once per run
         self.written: dict[str, list[dict]] = {}  # per table, the files its last commit added
         self.paths: list[str] = []  # the path each batch of this run took ("driver", "executors")
+        self.applied, self.logged = Applied(path, app_id), Applied(self.changelog, app_id)
 
     def committed(self, batch_id: int) -> bool:
-        last = DeltaTable(self.path).transaction_version(self.app_id)
-        return last is not None and batch_id <= last
+        return batch_id <= self.applied.last()
 
     def _read(self, spark, version: int, files: list[str]):
         """The rows of `files` (paths as in the log) at `version`, with FILE."""
@@ -289,7 +296,6 @@ class UpsertCommitter:
             new, files, driver.read_files(self.path, files, self.schema), self.schema, self.keys
         )
         count, touched = merge.count(), merge.touched()
-        logged = DeltaTable(self.changelog).transaction_version(self.app_id)
         changes = None
         if count:
             n = new.num_rows
@@ -300,7 +306,7 @@ class UpsertCommitter:
             if self.restarts:
                 extra[RESTARTED] = new.column(RESTARTED_FLAG).combine_chunks()
             changes = merge.changes(extra)
-        if changes is not None and (logged is None or logged < batch_id):
+        if changes is not None and self.logged.last() < batch_id:
             schema = changelog_schema(self.schema, self.restarts)
             self._commit_log(driver.write(changes, self.changelog, schema, prefix), batch_id)
         cdc = []
@@ -352,9 +358,8 @@ class UpsertCommitter:
                 )
                 touched = [r[FILE] for r in per_file if r[FILE] is not None and r.upd + r["del"]]
                 count = sum(r.ins + 2 * r.upd + r["del"] for r in per_file)
-                logged = DeltaTable(self.changelog).transaction_version(self.app_id)
                 changes = self._changes(matched, batch_id, version)
-                if count and (logged is None or logged < batch_id):
+                if count and self.logged.last() < batch_id:
                     self._log(changes, batch_id)
                 if self.cdf and sum(r.upd + r["del"] for r in per_file):
                     rows = changes.select(*self.schema.names, cdf.change_column(OP))
@@ -394,6 +399,7 @@ class UpsertCommitter:
             cdf.sweep(cdf.location(self.path), self._cdc(batch_id), cdc)
         app = (self.app_id, batch_id)
         version, config = table.version() + 1, table.metadata().configuration
+        self.applied.committing()
         if cdc:
             actions = {"add": files, "remove": touched, "cdc": cdc}
             cdf.commit(self.path, version, actions, app, {META_KEY: json.dumps(meta)}, config)
@@ -412,6 +418,7 @@ class UpsertCommitter:
                 post_commithook_properties=KEEP_LOG,
             )
             tidy(self.path, version, config)
+        self.applied.committed(batch_id)
         self._swept = True
         self.written[self.path] = files
         fault_point("after_delta_commit", batch_id)
@@ -430,12 +437,14 @@ class UpsertCommitter:
     def _commit_log(self, files: list[dict], batch_id: int) -> None:
         """Commit the batch's changelog files."""
         self._sweep(self.changelog, batch_prefix(batch_id), files)
+        self.logged.committing()
         append_files(
             self.changelog,
             files,
             changelog_schema(self.schema, self.restarts),
             CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)]),
         )
+        self.logged.committed(batch_id)
         self.written[self.changelog] = files
 
     def _sweep(self, path: str, prefix: str, files: list[dict]) -> None:
