@@ -213,12 +213,12 @@ def _keep(path: str, upto: int) -> None:
     commits = sorted(_read(path, _after(path, newest[1] if newest else -1, upto)).items())
     if not commits:
         return
-    grow = newest is not None and newest[1] - newest[0] + 1 < SEGMENT_VERSIONS
-    if grow:
-        text = storage.read_text(storage.join(folder, newest[2]))
-        commits = json.loads(text)["commits"] + commits
+    grown = None  # the newest segment's name, if rewritten with them
+    if newest is not None and newest[1] - newest[0] + 1 < SEGMENT_VERSIONS:
+        grown = newest[2]
+        commits = json.loads(storage.read_text(storage.join(folder, grown)))["commits"] + commits
     name = f"{commits[0][0]:020d}-{upto:020d}.json"
     storage.write_text(storage.join(folder, name), json.dumps({"commits": commits}))
     storage.write_text(storage.join(folder, NEWEST), name)
-    if grow:
-        storage.remove(storage.join(folder, newest[2]))
+    if grown is not None:
+        storage.remove(storage.join(folder, grown))
