@@ -133,3 +133,20 @@ def test_versions_are_the_logs_not_a_stale_count(tmp_path):
     path = _table(tmp_path, {}, 3)
     write_deltalake(path, pa.table({"n": [0]}), mode="append")  # version 4, none of ours
     assert [c["table_version"] for c in commit_history(path)] == [0, 1, 2, 3]
+
+
+def test_a_segment_rewritten_while_the_history_is_read(tmp_path, monkeypatch):
+    """A reader lists the segments, then _keep rewrites the newest with later versions and
+    removes it before the reader gets to it: the reader reads the one that replaced it, not
+    a gap (which was SST506 for a long history read while its model ran)."""
+    path = _table(tmp_path, SHORT, 6)  # one segment, 0-6, still growing
+    listed = history._segments(path)
+    for n in range(7, 10):
+        _commit(path, n)  # rewritten as 0-9 at version 9, 0-6 removed
+    assert sorted(os.listdir(history_path(path))) == [f"{0:020d}-{9:020d}.json", NEWEST]
+    calls = []
+    real = history._segments
+    monkeypatch.setattr(
+        history, "_segments", lambda p: real(p) if calls else calls.append(1) or listed
+    )
+    assert sorted(history.entries(path)) == list(range(10))  # without commit_history's retry

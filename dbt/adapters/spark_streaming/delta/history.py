@@ -69,6 +69,21 @@ def _segments(path: str) -> list[tuple[int, int, str]]:
     return sorted((int(m[1]), int(m[2]), n) for m, n in found if m)
 
 
+def _segment_text(path: str, first: int, name: str) -> str | None:
+    """The text of segment `name` (from version `first`), or, if _keep has rewritten it with
+    later versions since it was listed, of the segment that replaced it (the same first
+    version, a later last); None if neither is there (a gap)."""
+    for _ in range(100):
+        try:
+            return storage.read_text(storage.join(history_path(path), name))
+        except FileNotFoundError:
+            later = [n for f, _, n in _segments(path) if f == first and n > name]
+            if not later:
+                return None
+            name = later[-1]
+    return None
+
+
 def _read(path: str, versions) -> dict[int, str | None]:
     """Our metadata of the log's commits `versions` that it still has."""
     out = {}
@@ -94,12 +109,10 @@ def entries(path: str) -> dict[int, str | None]:
 
     out: dict[int, str | None] = {}
     segments = _segments(path)
-    for _, _, name in segments:
-        try:
-            text = storage.read_text(storage.join(history_path(path), name))
-        except FileNotFoundError:  # rewritten with later versions (_keep): a gap this time
-            continue
-        out.update((v, m) for v, m in json.loads(text)["commits"])
+    for first, _, name in segments:
+        text = _segment_text(path, first, name)
+        if text is not None:
+            out.update((v, m) for v, m in json.loads(text)["commits"])
     done = max((last for _, last, _ in segments), default=-1)
     out.update(_read(path, _after(path, done, latest_version(path))))
     return out
