@@ -237,12 +237,17 @@ def test_a_record_left_pending_is_settled_by_the_log(tmp_path):
     assert origins.moved(path) == {}  # pending records are not read
     origins.settle(path)
     assert sorted(os.listdir(folder)) == [f"{2:020d}.json", f"{3:020d}.json", "pending"]
-    assert os.listdir(folder / "pending") == [f"{4:020d}.eeee.json"]
+    assert sorted(os.listdir(folder / "pending")) == [
+        f"{4:020d}.eeee.json",
+        origins.BESIDE_SETTLED,
+    ]
     # y.parquet compacted again into w.parquet: first's rows are there now
     settled = {first: ("w.parquet", 0, 1), "y.parquet": ("w.parquet", 0, 1)}
     assert origins.moved(path) == settled
-    # a pending record as written beside the final ones before the pending folder: read if
-    # the log has its commit, not if another commit took its version
+    # a pending record as written beside the final ones before the pending folder (a table
+    # of then: no marker): read if the log has its commit, not if another commit took its
+    # version; the next settle makes it final or deletes it, once
+    os.remove(folder / "pending" / origins.BESIDE_SETTLED)
     (folder / f"{5:020d}.ffff.pending.json").write_text(
         json.dumps({"token": "ffff", "outputs": {"u.parquet": [["w.parquet", 1]]}})
     )
@@ -251,10 +256,12 @@ def test_a_record_left_pending_is_settled_by_the_log(tmp_path):
     )
     log(5, "ffff")
     log(6, "0ther")
-    assert origins.moved(path) == {
-        **{f: ("u.parquet", 0, 1) for f in settled},
-        "w.parquet": ("u.parquet", 0, 1),
-    }
+    now = {**{f: ("u.parquet", 0, 1) for f in settled}, "w.parquet": ("u.parquet", 0, 1)}
+    assert origins.moved(path) == now
+    origins.settle(path)
+    assert sorted(os.listdir(folder)) == [f"{v:020d}.json" for v in (2, 3, 5)] + ["pending"]
+    assert origins.BESIDE_SETTLED in os.listdir(folder / "pending")
+    assert origins.moved(path) == now
 
 
 def test_the_lowest_positions_of_a_models_readers(tmp_path):

@@ -35,6 +35,7 @@ _FINAL = re.compile(r"(\d{20})\.json")
 _PENDING = re.compile(r"(\d{20})\.([0-9a-f]+)\.json")
 # a pending record as once written beside the final ones: `moved` reads it if the log has it
 _BESIDE = re.compile(r"(\d{20})\.([0-9a-f]+)\.pending\.json")
+BESIDE_SETTLED = "beside-settled"  # the pending folder's marker: those records are settled
 
 
 def _pending(table: str, version: int, token: str) -> str:
@@ -64,19 +65,30 @@ def settle(table: str) -> None:
     """Make final each pending record whose commit is in the log, delete those whose version
     another commit took; leave those whose version is not committed yet (a compaction under
     way, or one that crashed before its commit: a later attempt at the version has another
-    token)."""
-    for name in storage.list_files(storage.join(compacted_path(table), "pending")):
+    token). The records of the layout before the pending folder are settled once, then a
+    marker there says so."""
+    folder = compacted_path(table)
+    pending = storage.join(folder, "pending")
+    for name in storage.list_files(pending):
         if m := _PENDING.fullmatch(name):
-            version, token = int(m[1]), m[2]
-            try:
-                outputs = json.loads(storage.read_text(_pending(table, version, token)))
-                info = commit_info(table, version)
-            except FileNotFoundError:
-                continue
-            if info.get(TOKEN) == token:
-                committed(table, version, token, outputs["outputs"])
-            else:
-                storage.remove(_pending(table, version, token))
+            _settle(table, int(m[1]), m[2], storage.join(pending, name))
+    marker = storage.join(pending, BESIDE_SETTLED)
+    if not storage.exists(marker):
+        for name in storage.list_files(folder):
+            if m := _BESIDE.fullmatch(name):
+                _settle(table, int(m[1]), m[2], storage.join(folder, name))
+        storage.write_text(marker, "")
+
+
+def _settle(table: str, version: int, token: str, record_path: str) -> None:
+    try:
+        outputs = json.loads(storage.read_text(record_path))["outputs"]
+        info = commit_info(table, version)
+    except FileNotFoundError:
+        return
+    if info.get(TOKEN) == token:
+        storage.write_text(_final(table, version), json.dumps({"token": token, "outputs": outputs}))
+    storage.remove(record_path)
 
 
 def moved(table: str) -> dict[str, tuple[str, int, int]]:
