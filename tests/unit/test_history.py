@@ -150,3 +150,17 @@ def test_a_segment_rewritten_while_the_history_is_read(tmp_path, monkeypatch):
         history, "_segments", lambda p: real(p) if calls else calls.append(1) or listed
     )
     assert sorted(history.entries(path)) == list(range(10))  # without commit_history's retry
+
+
+def test_a_hint_naming_a_segment_gone_is_dropped(tmp_path):
+    """The newest segment removed by hand (or lost): the next checkpoint lists the folder
+    instead of failing at every checkpoint from then on."""
+    path = _table(tmp_path, SHORT, 6)  # one segment, 0-6, named by the hint
+    folder = history_path(path)
+    shutil.copy(os.path.join(folder, f"{0:020d}-{6:020d}.json"), os.path.join(folder, "keep"))
+    os.remove(os.path.join(folder, f"{0:020d}-{6:020d}.json"))
+    os.rename(os.path.join(folder, "keep"), os.path.join(folder, f"{0:020d}-{3:020d}.json"))
+    for n in range(7, 10):
+        _commit(path, n)
+    assert sorted(os.listdir(folder)) == [f"{0:020d}-{9:020d}.json", NEWEST]
+    assert [c["table_version"] for c in commit_history(path)] == list(range(10))

@@ -229,7 +229,12 @@ def _keep(path: str, upto: int) -> None:
     grown = None  # the newest segment's name, if rewritten with them
     if newest is not None and newest[1] - newest[0] + 1 < SEGMENT_VERSIONS:
         grown = newest[2]
-        commits = json.loads(storage.read_text(storage.join(folder, grown)))["commits"] + commits
+        try:
+            text = storage.read_text(storage.join(folder, grown))
+        except FileNotFoundError:  # a hint naming a segment gone: dropped, the folder listed
+            storage.remove(storage.join(folder, NEWEST))
+            return _keep(path, upto)
+        commits = json.loads(text)["commits"] + commits
     name = f"{commits[0][0]:020d}-{upto:020d}.json"
     storage.write_text(storage.join(folder, name), json.dumps({"commits": commits}))
     storage.write_text(storage.join(folder, NEWEST), name)
