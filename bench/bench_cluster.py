@@ -109,15 +109,24 @@ def output_path(root: str) -> str:
     return os.path.join(root, "warehouse", "bench", "bids_per_minute")
 
 
-def dbt_run(root: str) -> tuple[float, dict]:
-    """`dbt run` from scratch in a subprocess; (wall seconds, the model's run_results entry)."""
+def dbt_run(root: str, dbt: list[str] | None = None) -> tuple[float, dict]:
+    """`dbt run` from scratch in a subprocess; (wall seconds, the model's run_results entry,
+    with the run's output under "stdout"). `dbt`: the command that stands for the dbt CLI
+    (bench_cold_start's phases wrapper)."""
     shutil.rmtree(os.path.join(root, "warehouse"), ignore_errors=True)
     proj = os.path.join(root, "project")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
     env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
     started = time.perf_counter()
     done = subprocess.run(
-        [os.path.join(BIN, "dbt"), "run", "--project-dir", proj, "--profiles-dir", proj],
+        [
+            *(dbt or [os.path.join(BIN, "dbt")]),
+            "run",
+            "--project-dir",
+            proj,
+            "--profiles-dir",
+            proj,
+        ],
         cwd=proj,
         env=env,
         capture_output=True,
@@ -129,6 +138,7 @@ def dbt_run(root: str) -> tuple[float, dict]:
         sys.exit(f"FAIL: dbt run in {root}:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}")
     with open(os.path.join(proj, "target", "run_results.json")) as fh:
         (result,) = json.load(fh)["results"]
+    result["stdout"] = done.stdout
     return wall, result
 
 

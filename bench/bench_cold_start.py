@@ -78,6 +78,10 @@ wrap(streaming, "_plan_dataframe", "plan DataFrame")
 wrap(streaming, "_start", "query start")
 wrap(streaming, "_wait", "query runs")
 wrap(streaming, "_finish", "finish (rebind, summary)")
+from pyspark.sql.streaming.readwriter import DataStreamReader
+from pyspark.sql.session import SparkSession
+wrap(DataStreamReader, "load", "  readStream load (the source's schema)")
+wrap(SparkSession, "sql", "  spark.sql")
 import atexit
 atexit.register(mark, "process exits")
 sys.argv[0] = "dbt"
@@ -101,12 +105,27 @@ def setup() -> None:
         dbt(*args)
 
 
+def phases_command() -> list[str]:
+    """The command that stands for the dbt CLI and prints the PHASE lines of its run."""
+    return [PYTHON, "-c", PHASES, repr(time.time())]
+
+
+def print_timeline(out: str, model: str) -> None:
+    """The PHASE lines of a run's output (`phases_command`), and its model's start and end."""
+    print("timeline of one more run (seconds since the process started):")
+    for line in out.splitlines():
+        if line.startswith("PHASE"):
+            print("  " + line[6:])
+        elif model in line and (" START " in line or " OK " in line):
+            print("  " + line.strip())
+
+
 def dbt(*args: str, phases: bool = False) -> tuple[float, str]:
     """Run the dbt CLI in a new process; (wall seconds, output)."""
     cmd = [DBT, *args, "--project-dir", PROJECT, "--profiles-dir", PROJECT]
     t0 = time.time()
     if phases:
-        cmd = [PYTHON, "-c", PHASES, repr(t0), *cmd[1:]]
+        cmd = [*phases_command(), *cmd[1:]]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=PROJECT)
     took = time.time() - t0
     if out.returncode != 0:
@@ -161,12 +180,7 @@ def main() -> None:
     print(f"ratio: {best_run / best_base:.2f} (target <= 2)")
     if args.phases:
         _, out = dbt("run", "-s", args.model, phases=True)
-        print("timeline of one more run (seconds since the process started):")
-        for line in out.splitlines():
-            if line.startswith("PHASE"):
-                print("  " + line[6:])
-            elif args.model in line and (" START " in line or " OK " in line):
-                print("  " + line.strip())
+        print_timeline(out, args.model)
 
 
 if __name__ == "__main__":

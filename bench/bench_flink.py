@@ -54,6 +54,7 @@ from deltalake import DeltaTable
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import bench_cluster as bc  # noqa: E402  (the model, its project, `dbt run` and its checks)
+import bench_cold_start as bcs  # noqa: E402  (the timeline of a run: --phases)
 import bench_tumble as bt  # noqa: E402  (the event generator)
 
 WORK = os.path.join(HERE, "work", "flink")
@@ -154,6 +155,9 @@ def main() -> None:
     ap.add_argument(
         "--cluster", action="store_true", help="also ours on a 2-worker loopback cluster"
     )
+    ap.add_argument(
+        "--phases", action="store_true", help="the timeline of one more run of ours per size"
+    )
     args = ap.parse_args()
     if args.max_files_per_trigger:
         bc.MODEL = bc.MODEL.replace(
@@ -210,6 +214,11 @@ def run_sides(args, sides, cluster) -> dict[int, dict[str, list[float]]]:
             if args.flink_python:
                 ours_rows, flink_rows = check_flink_equals_ours(root)
                 print(f"  rows: ours {ours_rows:,} (all equal Flink's), Flink {flink_rows:,}")
+        if args.phases:
+            wall, result = bc.dbt_run(root, bcs.phases_command())
+            bc.check_run(os.path.basename(root), n, expected, result)
+            print(f"  {n:,} events, ours {wall:7.1f}s with the phases wrapper")
+            bcs.print_timeline(result["stdout"], "bids_per_minute")
     return walls
 
 

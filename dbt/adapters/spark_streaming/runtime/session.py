@@ -180,10 +180,14 @@ def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None, log:
     with _lock:
         if _spark is not None:
             return _spark
+        from . import cds
+
         private = private_directory()
+        settings = spark_settings(master, conf)
         settings = {
             "spark.sql.warehouse.dir": os.path.join(private, "catalog"),
-            **spark_settings(master, conf),
+            **cds.java_options(settings),  # the driver JVM's class archive (runtime/cds.py)
+            **settings,
         }
         # Python workers (the executors' too) must run an interpreter that has pyarrow, deltalake
         # and this package: PySpark gives them PYSPARK_PYTHON as it is when the session starts
