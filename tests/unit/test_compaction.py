@@ -212,7 +212,7 @@ def test_a_compaction_keeps_the_snapshot_in_reading_order(tmp_path, monkeypatch)
     assert len(moved) > len(live) and any(".c0" in f for f in moved)  # outputs compacted again
 
 
-def test_a_record_left_pending_is_settled_by_the_log(tmp_path):
+def test_a_record_left_pending_is_settled_by_the_log(tmp_path, monkeypatch):
     path = str(tmp_path / "t")
     create_table(path, SCHEMA, {"batch_id": None})
     files = append(path, [{"id": 1, "price": 1.0, "item": "A"}], 0)  # version 1
@@ -258,7 +258,12 @@ def test_a_record_left_pending_is_settled_by_the_log(tmp_path):
     log(6, "0ther")
     now = {**{f: ("u.parquet", 0, 1) for f in settled}, "w.parquet": ("u.parquet", 0, 1)}
     assert origins.moved(path) == now
+    # a reader that listed the folder before that settle reads the record where it went
+    listing = origins.storage.list_files(str(folder))
     origins.settle(path)
+    monkeypatch.setattr(origins.storage, "list_files", lambda p: listing)
+    assert origins.moved(path) == now
+    monkeypatch.undo()
     assert sorted(os.listdir(folder)) == [f"{v:020d}.json" for v in (2, 3, 5)] + ["pending"]
     assert origins.BESIDE_SETTLED in os.listdir(folder / "pending")
     assert origins.moved(path) == now

@@ -103,10 +103,8 @@ def moved(table: str) -> dict[str, tuple[str, int, int]]:
             records.setdefault(int(m[1]), name)
     where: dict[str, tuple[str, int, int]] = {}
     holds: dict[str, list[str]] = {}  # output -> the files whose rows it holds
-    for _, name in sorted(records.items()):
-        for output, inputs in json.loads(storage.read_text(storage.join(folder, name)))[
-            "outputs"
-        ].items():
+    for version, name in sorted(records.items()):
+        for output, inputs in _outputs(table, version, name).items():
             offset, held = 0, holds.setdefault(output, [])
             for path, rows in inputs:
                 for earlier in holds.pop(path, []):  # an output compacted again
@@ -117,6 +115,18 @@ def moved(table: str) -> dict[str, tuple[str, int, int]]:
                 held.append(path)
                 offset += rows
     return where
+
+
+def _outputs(table: str, version: int, name: str) -> dict[str, list]:
+    """The outputs of record `name` of compaction `version`: a pending record of the old
+    layout that a `settle` made final since the folder was listed is read where it is now."""
+    try:
+        text = storage.read_text(storage.join(compacted_path(table), name))
+    except FileNotFoundError:
+        if not _BESIDE.fullmatch(name):
+            raise
+        text = storage.read_text(_final(table, version))
+    return json.loads(text)["outputs"]
 
 
 def _in_log(table: str, record: re.Match) -> bool:
