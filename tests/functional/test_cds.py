@@ -73,6 +73,10 @@ def test_one_maker_at_a_time(tmp_path, monkeypatch):
     os.utime(path + ".lock", (0, 0))  # a maker that ended without removing it
     cds._make_in_background(path)
     assert len(started) == 2
+    os.remove(path + ".lock")
+    open(path, "wb").close()  # made since the session started: not made again
+    cds._make_in_background(path)
+    assert len(started) == 2
 
 
 def test_no_cache_to_write_to_is_no_error(tmp_path, monkeypatch):

@@ -67,6 +67,8 @@ def java_options(settings: dict) -> dict[str, str]:
 
 def _make_in_background(path: str) -> None:
     lock = path + ".lock"
+    if os.path.exists(path):  # made since this process's session started
+        return
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if os.path.exists(lock) and time.time() - os.path.getmtime(lock) > STALE_LOCK:
