@@ -15,6 +15,10 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # runs the heaviest tests for the whole test session (they took 20-25% longer with it in CI:
 # TestUpsertShapes 78 -> 96 s). It changes no result.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# No driver class archive (runtime/cds.py) in the tests' JVMs unless a test asks: their start
+# does not depend on what the machine's cache holds, and no archive is made behind the tests
+# (tests/functional/test_cds.py makes and maps one of its own).
+os.environ.setdefault("DBT_SPARK_STREAMING_CDS", "off")
 _get_spark = session.get_spark
 
 
