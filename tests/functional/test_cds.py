@@ -17,7 +17,7 @@ from dbt.adapters.spark_streaming.runtime.session import get_spark
 spark = get_spark("local[1]", {}, sys.argv[1])
 assert spark.range(5).count() == 5
 """
-MAKER = ["-m", "dbt.adapters.spark_streaming.runtime.cds"]
+MAKER = ["-m", cds.MAKER]
 
 
 def _python(args: list[str], cache, **env: str) -> subprocess.CompletedProcess:

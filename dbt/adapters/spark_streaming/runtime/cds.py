@@ -9,7 +9,7 @@ start ~5.9 s -> ~3.4 s, its first SQL statement ~1.0 s -> ~0.3 s.
   `dbt-spark-streaming/`), named by what the JVM checks before it maps one (`archive_path`):
   the JVM's build and the jars of Spark's class path, each with its size and time. A JVM that
   cannot use it anyway (a profile's own `spark.driver.extraClassPath`) starts as without it.
-- Made by a process of its own (`python -m dbt.adapters.spark_streaming.runtime.cds`), started
+- Made by a process of its own (runtime/cds_maker.py), started
   in the background as the first process whose session found none exits, one at a time (a
   lock file), so no run waits for it (~20 s of CPU, once): it runs a small streaming query over
   the Delta source, and its JVM writes the archive (~170 MB) as it exits, to a temporary name
@@ -27,7 +27,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 ENV = "DBT_SPARK_STREAMING_CDS"
@@ -35,6 +34,7 @@ OPTION = "spark.driver.defaultJavaOptions"  # prepended to spark.driver.extraJav
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # its warnings (e.g. a signed jar's classes)
 STALE_LOCK = 900  # seconds after which a lock is an ended maker's
 RETRY_AFTER = 86400  # seconds after a failed maker before another is started
+MAKER = "dbt.adapters.spark_streaming.runtime.cds_maker"  # the process that makes the archive
 
 
 def _java() -> str:
@@ -121,78 +121,10 @@ def _make_in_background(path: str) -> None:
     env[ENV] = "off"  # its own session maps none
     with open(path + ".log", "ab") as log:
         subprocess.Popen(
-            [sys.executable, "-m", __name__, path],
+            [sys.executable, "-m", MAKER, path],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             env=env,
             start_new_session=True,  # not a child that a run's end or Ctrl-C stops
         )
-
-
-def make(path: str) -> None:
-    """Run a small streaming query in a session whose JVM archives its classes at exit, then
-    put the archive at `path` once the JVM has exited."""
-    import pyarrow as pa
-    from deltalake import write_deltalake
-
-    from .session import get_spark
-
-    part = f"{path}.{os.getpid()}.part"
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    work = tempfile.mkdtemp(prefix="dbt-spark-streaming-cds-")
-    try:
-        spark = get_spark(
-            "local[*]",
-            {OPTION: f"-XX:ArchiveClassesAtExit={part} {QUIET}"},
-            os.path.join(work, "log"),
-        )
-        table = os.path.join(work, "t")
-        ts = pa.array(
-            [1_700_000_000_000_000 + i * 7_000_000 for i in range(200)], pa.timestamp("us", "UTC")
-        )
-        write_deltalake(
-            table,
-            pa.table(
-                {"ts": ts, "k": [i % 7 for i in range(200)], "v": [i * 0.5 for i in range(200)]}
-            ),
-        )
-        spark.read.format("delta_rs").load(table).groupBy("k").sum("v").collect()
-        from pyspark.sql import functions as F
-
-        query = (
-            spark.readStream.format("delta_rs")
-            .load(table)
-            .withWatermark("ts", "10 seconds")
-            .groupBy(F.window("ts", "1 minute"), "k")
-            .agg(F.sum("v"), F.count("*"))
-            .writeStream.outputMode("append")
-            .foreachBatch(lambda df, _: df.toArrow())
-            .trigger(availableNow=True)
-            .option("checkpointLocation", os.path.join(work, "checkpoint"))
-            .start()
-        )
-        query.awaitTermination()
-        proc = spark.sparkContext._gateway.proc
-        spark.stop()
-        proc.stdin.close()  # the JVM exits at the end of its input, writing the archive
-        if proc.wait(timeout=600) != 0 or not os.path.exists(part):
-            raise RuntimeError(
-                f"the JVM exited with {proc.returncode}, archive written: {os.path.exists(part)}"
-            )
-        os.replace(part, path)
-        if os.path.exists(path + ".failed"):
-            os.remove(path + ".failed")
-    except BaseException as exc:
-        with open(path + ".failed", "w", encoding="utf-8") as fh:
-            fh.write(f"{type(exc).__name__}: {exc}\n")
-        raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        for leftover in (part, path + ".lock"):
-            if os.path.exists(leftover):
-                os.remove(leftover)
-
-
-if __name__ == "__main__":
-    make(sys.argv[1])
