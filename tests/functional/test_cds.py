@@ -131,6 +131,16 @@ def test_one_maker_at_a_time(tmp_path, monkeypatch):
     assert len(started) == 2 and not os.path.exists(path + ".lock")
 
 
+def test_a_maker_that_cannot_start_leaves_no_lock(tmp_path, monkeypatch):
+    def refuse(cmd, **kw):
+        raise OSError("no process")
+
+    monkeypatch.setattr(cds.subprocess, "Popen", refuse)
+    path = str(tmp_path / "spark.jsa")
+    cds._make_in_background(path)
+    assert sorted(os.listdir(tmp_path)) == ["spark.jsa.log"]
+
+
 def test_no_cache_to_write_to_is_no_error(tmp_path, monkeypatch):
     monkeypatch.setattr(cds.subprocess, "Popen", lambda cmd, **kw: started.append(cmd))
     started: list = []

@@ -119,12 +119,15 @@ def _make_in_background(path: str) -> None:
         return
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
     env[ENV] = "off"  # its own session maps none
-    with open(path + ".log", "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", MAKER, path],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=env,
-            start_new_session=True,  # not a child that a run's end or Ctrl-C stops
-        )
+    try:
+        with open(path + ".log", "ab") as log:
+            subprocess.Popen(
+                [sys.executable, "-m", MAKER, path],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                start_new_session=True,  # not a child that a run's end or Ctrl-C stops
+            )
+    except OSError:  # no maker (a full disk, ...): the lock is not left to go stale
+        os.remove(lock)
