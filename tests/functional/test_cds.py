@@ -93,9 +93,12 @@ def test_the_session_option_only_with_an_archive(tmp_path, monkeypatch):
     assert cds.java_options({cds.OPTION: "-Xshare:off"}) == {}  # the profile's own
     conf = tmp_path / "conf"
     conf.mkdir()
-    (conf / "spark-defaults.conf").write_text(f"{cds.OPTION}  -Xshare:off\n")
     monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
-    assert cds.java_options({}) == {}  # spark-defaults.conf's own
+    for line in (f"{cds.OPTION}  -Xshare:off", f"  {cds.OPTION}=-Dx=1", f"{cds.OPTION}:-Dx"):
+        (conf / "spark-defaults.conf").write_bytes(b"# caf\xe9\n" + line.encode() + b"\n")
+        assert cds.java_options({}) == {}, line  # spark-defaults.conf's own
+    (conf / "spark-defaults.conf").write_text(f"{cds.OPTION}Other -Dx\n")
+    assert cds.java_options({}) != {}
     monkeypatch.delenv("SPARK_CONF_DIR")
     monkeypatch.setenv(cds.ENV, "off")
     assert cds.java_options({}) == {}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,10 +83,15 @@ def archive_path() -> str:
 
 
 def _spark_defaults_set_it() -> bool:
+    """Whether spark-defaults.conf sets OPTION (a Java properties file: the key, then blanks,
+    `=` or `:`; Spark reads it whatever its bytes)."""
     conf = os.environ.get("SPARK_CONF_DIR") or os.path.join(_spark_home(), "conf")
+    key = re.compile(rf"\s*{re.escape(OPTION)}\s*[=:\s]")
     try:
-        with open(os.path.join(conf, "spark-defaults.conf"), encoding="utf-8") as fh:
-            return any(line.split()[:1] == [OPTION] for line in fh)
+        with open(
+            os.path.join(conf, "spark-defaults.conf"), encoding="utf-8", errors="replace"
+        ) as fh:
+            return any(key.match(line) for line in fh)
     except OSError:
         return False
 
