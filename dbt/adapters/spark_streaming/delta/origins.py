@@ -56,9 +56,12 @@ def record(table: str, version: int, token: str, outputs: dict[str, list]) -> No
 def committed(table: str, version: int, token: str, outputs: dict[str, list]) -> None:
     """Compaction `version` (with `token`) is in the log: its record is final (also when a
     `settle` made it so meanwhile)."""
-    text = json.dumps({"token": token, "outputs": outputs})
-    storage.write_text(_final(table, version), text)
+    _write_final(table, version, token, outputs)
     storage.remove(_pending(table, version, token))
+
+
+def _write_final(table: str, version: int, token: str, outputs: dict[str, list]) -> None:
+    storage.write_text(_final(table, version), json.dumps({"token": token, "outputs": outputs}))
 
 
 def settle(table: str) -> None:
@@ -87,7 +90,7 @@ def _settle(table: str, version: int, token: str, record_path: str) -> None:
     except FileNotFoundError:
         return
     if info.get(TOKEN) == token:
-        storage.write_text(_final(table, version), json.dumps({"token": token, "outputs": outputs}))
+        _write_final(table, version, token, outputs)
     storage.remove(record_path)
 
 

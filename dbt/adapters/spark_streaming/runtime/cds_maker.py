@@ -20,6 +20,7 @@ def make(path: str) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
+    from ..delta.source import FORMAT
     from .session import get_spark
 
     part = f"{path}.{os.getpid()}.part"
@@ -41,11 +42,11 @@ def make(path: str) -> None:
                 {"ts": ts, "k": [i % 7 for i in range(200)], "v": [i * 0.5 for i in range(200)]}
             ),
         )
-        spark.read.format("delta_rs").load(table).groupBy("k").sum("v").collect()
+        spark.read.format(FORMAT).load(table).groupBy("k").sum("v").collect()
         from pyspark.sql import functions as F
 
         query = (
-            spark.readStream.format("delta_rs")
+            spark.readStream.format(FORMAT)
             .load(table)
             .withWatermark("ts", "10 seconds")
             .groupBy(F.window("ts", "1 minute"), "k")
