@@ -78,6 +78,11 @@ wrap(streaming, "_plan_dataframe", "plan DataFrame")
 wrap(streaming, "_start", "query start")
 wrap(streaming, "_wait", "query runs")
 wrap(streaming, "_finish", "finish (rebind, summary)")
+from dbt.adapters.spark_streaming.runtime import sink
+from dbt.adapters.spark_streaming.delta import sink as delta_sink
+wrap(sink.ModelSink, "__call__", "  foreachBatch (the sink)")
+wrap(sink.ModelSink, "ensure_table", "    create the table")
+wrap(delta_sink.BatchCommitter, "commit", "    write the files and commit")
 from pyspark.sql.streaming.readwriter import DataStreamReader
 from pyspark.sql.session import SparkSession
 wrap(DataStreamReader, "load", "  readStream load (the source's schema)")

@@ -4,14 +4,22 @@ rows marked (delta/source.py). No Spark."""
 
 import json
 import os
+import random
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from deltalake import write_deltalake
+from deltalake import WriterProperties, write_deltalake
+from pyspark.sql.types import BooleanType, StructField, StructType, TimestampType
 
 from dbt.adapters.spark_streaming.delta.offsets import Position
-from dbt.adapters.spark_streaming.delta.source import BACKLOG_COLUMN, DeltaStreamReader
+from dbt.adapters.spark_streaming.delta.source import (
+    BACKLOG_COLUMN,
+    DeltaStreamReader,
+    _groups_after,
+    _read,
+)
 from dbt.adapters.spark_streaming.errors import StreamingError
 from dbt.adapters.spark_streaming.runtime.backlog import FILE, Backlog, enabled, plan_split
 from dbt.adapters.spark_streaming.sql import compile_query
@@ -28,11 +36,12 @@ def at(minute: int, second: float = 0.0) -> datetime:
     )
 
 
-def write(path, times, kind="us", tz="UTC", mode="append"):
+def write(path, times, kind="us", tz="UTC", mode="append", properties=None):
     write_deltalake(
         path,
         pa.table({"ts": pa.array(times, pa.timestamp(kind, tz=tz)), "k": ["a"] * len(times)}),
         mode=mode,
+        writer_properties=properties,
     )
 
 
@@ -56,7 +65,8 @@ def test_the_split_is_the_first_batchs_watermark_and_is_recorded(plan, tmp_path)
     expected = int(at(17, 30.012).timestamp() * 1e6) - 60_000_000
     assert (got.source, got.version, got.closed_us) == ("feed.ev", 1, expected)
     with open(checkpoint / FILE) as fh:
-        assert json.load(fh) == {"source": "feed.ev", "version": 1, "closed_us": expected}
+        record = {"source": "feed.ev", "version": 1, "closed_us": expected, "rows": 3}
+        assert json.load(fh) == record
     write(source, [at(40)])  # a restarted query plans the recorded split, not a new one
     os.makedirs(checkpoint / "commits")
     (checkpoint / "commits" / "0").write_text("v1")
@@ -97,11 +107,13 @@ def test_split_backlog_must_be_a_boolean():
         enabled({"split_backlog": "no"})
 
 
-def test_the_first_batch_ends_at_the_split_version_its_rows_marked_the_next_has_none(tmp_path):
+def test_the_first_batch_ends_at_the_split_version_its_rows_marked_the_next_has_none(
+    plan, tmp_path
+):
     source = str(tmp_path / "ev")
     for minute in (1, 2, 3):
         write(source, [at(minute)])
-    options = Backlog("feed.ev", 1, 0).reader_options()
+    options = Backlog("feed.ev", 1, 0).reader_options(plan.backlog_window)
     reader = DeltaStreamReader(source, "feed.ev", None, options)
     reader.prepareForTriggerAvailableNow()
     origin = Position(-1).offset("feed.ev")
@@ -110,7 +122,7 @@ def test_the_first_batch_ends_at_the_split_version_its_rows_marked_the_next_has_
     assert reader.latestOffset(first, None) == first  # batch 1: no data
     assert reader.latestOffset(first, None) == {"table": "feed.ev", "version": 2}
     # a restart after batch 1 was planned (Spark replays it from its log) holds nothing
-    options = Backlog("feed.ev", 1, 0, hold=False).reader_options()
+    options = Backlog("feed.ev", 1, 0, hold=False).reader_options(plan.backlog_window)
     restarted = DeltaStreamReader(source, "feed.ev", None, options)
     restarted.prepareForTriggerAvailableNow()
     assert restarted.latestOffset(first, None) == {"table": "feed.ev", "version": 2}
@@ -119,3 +131,59 @@ def test_the_first_batch_ends_at_the_split_version_its_rows_marked_the_next_has_
         for s, e in [(origin, first), (first, {"table": "feed.ev", "version": 2})]
     ]
     assert marks == [{"true"}, {"false"}]
+
+
+def test_the_first_batch_reads_only_the_rows_of_windows_after_the_split(plan, tmp_path):
+    """Its source reads the rows whose time is after the split less the window's size (5
+    minutes) or NULL, and skips the row groups whose statistics say they hold none; a later
+    batch reads every row. The run still counts the snapshot's rows as read."""
+    source = str(tmp_path / "ev")
+    rng = random.Random(5)
+    times = [at(m, rng.uniform(0, 59.999999)) for m in range(30) for _ in range(2)]
+    groups_of_5 = WriterProperties(max_row_group_size=5)
+    write(source, times[:40], properties=groups_of_5)  # minutes 0-19, in order
+    recent = times[40:] + [None]
+    rng.shuffle(recent)  # minutes 20-29 and a row without a time, out of order
+    write(source, recent, mode="append", properties=groups_of_5)
+    write(source, [at(1)], mode="append")
+    closed = int(at(14).timestamp() * 1e6)
+    after = closed - 5 * 60_000_000  # minute 9: the windows ending at minute 10 are closed
+    backlog = Backlog("feed.ev", 1, closed, rows=len(times) + 1)
+    options = backlog.reader_options(plan.backlog_window)
+    reader = DeltaStreamReader(source, "feed.ev", None, options)
+    schema = StructType(
+        [StructField("ts", TimestampType()), StructField(BACKLOG_COLUMN, BooleanType())]
+    )
+    origin, first = Position(-1).offset("feed.ev"), {"table": "feed.ev", "version": 1}
+
+    def read(start, end):
+        parts = reader.partitions(start, end)
+        return [
+            r["ts"]
+            for p in parts
+            for b in _read(p.files, schema, after=p.after)
+            for r in b.to_pylist()
+        ]
+
+    got = read(origin, first)
+    wanted = [t for t in times if t.timestamp() * 1e6 > after] + [None]
+    assert sorted(got, key=str) == sorted(wanted, key=str)
+    (old_file,) = [f for f in reader.log.files(0, True)]
+    pf = pq.ParquetFile(old_file.path)
+    assert pf.metadata.num_row_groups == 8 and _groups_after(pf, "ts", after) == [3, 4, 5, 6, 7]
+    assert read(first, {"table": "feed.ev", "version": 2}) == [at(1)]  # later batches: all
+    reports = [{"batchId": 0, "numInputRows": len(got)}, {"batchId": 1, "numInputRows": 0}]
+    assert [p["numInputRows"] for p in backlog.counted(reports)] == [len(times) + 1, 0]
+    assert Backlog("feed.ev", 1, closed).counted(reports) == reports  # an older record
+
+
+@pytest.mark.parametrize("unit", ["ms", "us", "ns"])
+def test_row_groups_are_skipped_by_their_time_statistics_in_any_unit(unit, tmp_path):
+    path = str(tmp_path / "f.parquet")
+    times = [at(1), at(2), at(3), None, at(4), at(5)]
+    table = pa.table({"ts": pa.array(times, pa.timestamp(unit, tz="UTC")), "k": ["a"] * 6})
+    pq.write_table(table, path, row_group_size=2)
+    pf = pq.ParquetFile(path)
+    assert _groups_after(pf, "ts", int(at(2).timestamp() * 1e6)) == [1, 2]  # 1: a NULL
+    assert _groups_after(pf, "ts", int(at(1).timestamp() * 1e6)) == [0, 1, 2]
+    assert _groups_after(pf, "k", 0) is None  # not a timestamp: every group is read

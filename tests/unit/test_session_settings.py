@@ -1,9 +1,16 @@
 """The SparkSession's settings (runtime/session.py), without Spark: executor sizing only with a
 cluster master, and the profile's server_side_parameters over every default."""
 
+import os
+
 import pytest
 
-from dbt.adapters.spark_streaming.runtime.session import CLUSTER_DEFAULTS, spark_settings
+from dbt.adapters.spark_streaming.delta.source import PARTITIONS_ENV, _partitions
+from dbt.adapters.spark_streaming.runtime.session import (
+    CLUSTER_DEFAULTS,
+    read_partitions,
+    spark_settings,
+)
 
 
 @pytest.mark.parametrize("master", ["local[*]", "local[2]", "local-cluster[2,1,1024]"])
@@ -26,3 +33,32 @@ def test_server_side_parameters_override_the_defaults():
     settings = spark_settings("spark://h:7077", conf)
     assert {k: settings[k] for k in conf} == conf
     assert settings["spark.executor.cores"] == "1"
+
+
+@pytest.mark.parametrize(
+    "master, conf, cores",
+    [
+        ("local[*]", {}, os.cpu_count()),
+        ("local[3]", {}, 3),
+        ("local", {}, 1),
+        ("local[4, 2]", {}, 4),
+        ("local-cluster[2, 1, 1024]", {}, 2),
+        ("spark://h:7077", {}, 2),  # CLUSTER_DEFAULTS' spark.cores.max
+        ("k8s://x", {"spark.executor.instances": "3", "spark.executor.cores": "2"}, 6),
+        ("yarn", {"spark.executor.instances": "3"}, 3),  # CLUSTER_DEFAULTS' 1 core each
+        ("yarn", {"spark.cores.max": None}, None),
+        ("local[*]", {"spark.default.parallelism": "5"}, 5),
+    ],
+)
+def test_a_read_makes_a_partition_per_core_of_the_application(master, conf, cores, monkeypatch):
+    settings = {k: v for k, v in spark_settings(master, conf).items() if v is not None}
+    env = read_partitions(master, settings)
+    assert env == ({} if cores is None else {f"spark.executorEnv.{PARTITIONS_ENV}": str(cores)})
+    files = [(f"/t/{i}.parquet", {}) for i in range(10)]
+    monkeypatch.delenv(PARTITIONS_ENV, raising=False)
+    assert len(_partitions(files)) == 8  # without it: at most 8
+    for value, expected in [("3", 3), ("1", 1), ("20", 8)]:
+        monkeypatch.setenv(PARTITIONS_ENV, value)
+        parts = _partitions(files)
+        assert len(parts) == expected
+        assert [f for p in parts for f in p.files] == files  # in order

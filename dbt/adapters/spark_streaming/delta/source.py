@@ -29,6 +29,7 @@ resolves `schema.identifier` to it (see runtime/catalog.py).
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Iterator
 
@@ -53,7 +54,12 @@ from .log import latest_version as latest_version
 from .offsets import Position
 
 FORMAT = "delta_rs"
-MAX_PARTITIONS = 8  # files of one read are grouped into at most this many Spark partitions
+# The files of one read are grouped into as many Spark partitions as the application has cores
+# (this variable, set by runtime/session.py for Spark's Python processes), at most MAX_PARTITIONS:
+# each partition is a Python task with a fixed cost (~0.1 s), a third of a cold 1M-row `dbt run`'s
+# reading time at 8 partitions on 2 cores (bench/README)
+PARTITIONS_ENV = "DBT_SPARK_STREAMING_READ_PARTITIONS"
+MAX_PARTITIONS = 8
 DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
 # A backlog split between a batch query and the stream (runtime/backlog.py): the stream's
 # first batch ends at this version's snapshot, its rows true in a column of this name (false
@@ -61,6 +67,9 @@ DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
 # without data (the first call after the snapshot finds none)
 BACKLOG_VERSION, BACKLOG_COLUMN = "backlogVersion", "__dss_backlog"
 BACKLOG_HOLD = "backlogHold"
+# and with this one (a JSON [time column, µs]) that first batch reads only the rows after that
+# time (and those without one): the others are of windows the batch query aggregates
+BACKLOG_AFTER = "backlogAfter"
 # DeltaStreamReader.latestOffset: how long to wait for a commit, how long once IDLE_AFTER
 # calls in a row found nothing new, a file that ends the wait, whether the query has a watermark
 AWAIT_COMMIT_MS, AWAIT_IDLE_MS = "awaitCommitMs", "awaitIdleMs"
@@ -71,8 +80,9 @@ CHANGE_TYPE = "_change_type"  # the change column of Delta's change data files
 
 
 class FilesPartition(InputPartition):
-    def __init__(self, files: list[tuple[str, dict]]):
+    def __init__(self, files: list[tuple[str, dict]], after: tuple[str, int] | None = None):
         self.files = files  # (absolute parquet path, partition values)
+        self.after = after  # (a timestamp column, µs): only the rows after it or NULL there
 
 
 def files_by_batch(root: str, after, batches: list[list], column: str) -> list[tuple[str, dict]]:
@@ -142,22 +152,28 @@ def consumed(meta: dict) -> dict:
     return {**meta.get("sources", {}), **meta.get("positions", {})}
 
 
-def _partitions(files: list) -> list[FilesPartition]:
+def _partitions(files: list, after: tuple[str, int] | None = None) -> list[FilesPartition]:
     """(path, partition values) of `files` (File or pairs) in <= MAX_PARTITIONS runs that keep
     their order (partition i holds files before partition i+1's): a batch's rows are in reading
     order, which decides the last of an append-only upsert_table's repeated keys."""
     pairs = [(f[0], f[1]) for f in files]
-    n = min(MAX_PARTITIONS, len(pairs))
+    n = min(int(os.environ.get(PARTITIONS_ENV) or MAX_PARTITIONS), MAX_PARTITIONS, len(pairs))
     bounds = [len(pairs) * i // n for i in range(n + 1)] if n else []
-    return [FilesPartition(pairs[bounds[i] : bounds[i + 1]]) for i in range(n)]
+    return [FilesPartition(pairs[bounds[i] : bounds[i + 1]], after) for i in range(n)]
 
 
 def _read(
-    files: list[tuple[str, dict]], schema, late: str | None = None
+    files: list[tuple[str, dict]],
+    schema,
+    late: str | None = None,
+    after: tuple[str, int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of `files` as `schema`; with `late`, that last column holds each file's batch
-    watermark (files_by_batch). A file whose rows a compaction moved (ROWS) is read from
-    where they are now; neighbours moved to one file are read in one pass."""
+    watermark (files_by_batch); with `after` (a timestamp column, µs), only the rows after that
+    time or NULL there, the row groups whose statistics say they have none not read. A file
+    whose rows a compaction moved (ROWS) is read from where they are now; neighbours moved to
+    one file are read in one pass."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     target = types.arrow_schema([(f.name, f.dataType.simpleString()) for f in schema.fields])
@@ -168,10 +184,14 @@ def _read(
         present = [n for n in data.names if n in pf.schema_arrow.names]
         changes = OP in data.names and CHANGE_TYPE in pf.schema_arrow.names  # a cdc file
         columns = present + [CHANGE_TYPE] if changes else present
-        for batch, constants in _pieces(pf, columns, start, parts):
+        groups = _groups_after(pf, *after) if after and start is None else None
+        for batch, constants in _pieces(pf, columns, start, parts, groups):
             if changes:
                 batch = _with_op(batch)
             batch = types.conform(batch, data, constants)
+            if after:
+                at = batch.column(after[0]).cast(pa.int64())
+                batch = batch.filter(pc.or_kleene(pc.greater(at, after[1]), pc.is_null(at)))
             if late:
                 watermark = pa.array([constants[late] * 1000] * batch.num_rows, pa.int64())
                 batch = pa.RecordBatch.from_arrays(
@@ -200,12 +220,36 @@ def _runs(files: list[tuple[str, dict]]) -> list[tuple[str, int | None, list]]:
     return runs
 
 
-def _pieces(pf, columns: list[str], start: int | None, parts: list) -> Iterator[tuple]:
-    """(batch, constants) of a run (_runs): the whole file, or from row `start` each part's
-    rows in turn (from the row group that holds `start` on)."""
+def _groups_after(pf, column: str, after_us: int) -> list[int] | None:
+    """The row groups of `pf` that may hold a row whose `column` (a timestamp) is after
+    `after_us` or NULL, by their statistics; None: all of them."""
+    scale = {"milliseconds": 1000, "microseconds": 1, "nanoseconds": 0.001}
+    leaves = [pf.metadata.schema.column(j).path for j in range(pf.metadata.num_columns)]
+    if column not in leaves:
+        return None
+    kept = []
+    for i in range(pf.metadata.num_row_groups):
+        chunk = pf.metadata.row_group(i).column(leaves.index(column))
+        stats = chunk.statistics
+        if stats is None or not stats.has_min_max or not stats.has_null_count:
+            return None
+        unit = json.loads(stats.logical_type.to_json()).get("timeUnit")
+        if chunk.physical_type != "INT64" or unit not in scale:
+            return None
+        if stats.null_count or stats.max_raw * scale[unit] > after_us:
+            kept.append(i)
+    return kept
+
+
+def _pieces(
+    pf, columns: list[str], start: int | None, parts: list, groups: list[int] | None = None
+) -> Iterator[tuple]:
+    """(batch, constants) of a run (_runs): the whole file (its row `groups` if given), or from
+    row `start` each part's rows in turn (from the row group that holds `start` on)."""
     if start is None:
-        for batch in pf.iter_batches(batch_size=65536, columns=columns):
-            yield batch, parts[0][0]
+        if groups != []:
+            for batch in pf.iter_batches(batch_size=65536, columns=columns, row_groups=groups):
+                yield batch, parts[0][0]
         return
     first, skip = 0, start
     while first < pf.metadata.num_row_groups and skip >= pf.metadata.row_group(first).num_rows:
@@ -397,10 +441,13 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if BACKLOG_VERSION in self.options:  # the first batch's rows are marked
             mark = {BACKLOG_COLUMN: "true" if begin.is_origin else "false"}
             files = [(f.path, {**f.partition_values, **mark}) for f in files]
+            if begin.is_origin and BACKLOG_AFTER in self.options:
+                column, after_us = json.loads(self.options[BACKLOG_AFTER])
+                return _partitions(files, (column, int(after_us)))
         return _partitions(files)
 
     def read(self, partition):
-        return _read(partition.files, self.schema)
+        return _read(partition.files, self.schema, after=partition.after)
 
     def commit(self, end):
         pass

@@ -16,7 +16,10 @@ micro-batch reads (no admission configs, at most `maxFilesPerTrigger` files):
   take rows of the windows batch 0 closed; from batch 2 on they are late. A restart after
   batch 1 is planned replays it from Spark's offset log and holds nothing;
 - the stream leaves batch 0's rows of the windows ending at or before the split out of its
-  windowed input;
+  windowed input; its source does not even read the rows whose every window ends by then
+  (event time at or before the split less the window's size: option `backlogAfter`), nor the
+  row groups that hold only such rows. The watermark is unchanged: the latest row is read.
+  The run still reports the snapshot's rows as read (the batch query reads them);
 - the sink commits, with batch 1 (where the stream emits the windows batch 0 closed), the batch
   query's windows over the snapshot: those ending at or before the split. One Delta commit,
   exactly once as every batch's.
@@ -34,12 +37,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from ..delta.source import BACKLOG_COLUMN, BACKLOG_HOLD, BACKLOG_VERSION, read_limits
+from ..delta.source import (
+    BACKLOG_AFTER,
+    BACKLOG_COLUMN,
+    BACKLOG_HOLD,
+    BACKLOG_VERSION,
+    read_limits,
+)
 from ..errors import config_error
 from ..faults import fault_point
 from .checkpoint import committed, has_batches, planned, write_file_atomically
+
+if TYPE_CHECKING:
+    from ..sql.analysis import WindowSpec
 
 FILE = "dbt_backlog"  # in the checkpoint directory, beside Spark's logs
 
@@ -49,11 +61,26 @@ class Backlog:
     source: str  # the plan's source name (its stream's label)
     version: int  # the snapshot the first batch reads
     closed_us: int  # windows ending at or before this are the batch query's
+    rows: Optional[int] = None  # the snapshot's (from its statistics; not in older records)
     hold: bool = field(default=True, compare=False)  # batch 1 is yet to be planned (not recorded)
 
-    def reader_options(self) -> dict[str, str]:
-        """The options of the source's stream reader (delta/source.py)."""
-        return {BACKLOG_VERSION: str(self.version), BACKLOG_HOLD: str(self.hold).lower()}
+    def reader_options(self, window: WindowSpec) -> dict[str, str]:
+        """The options of the source's stream reader (delta/source.py): the first batch reads
+        the snapshot, only the rows of a window of `window` (the plan's) ending after the split
+        (or without an event time)."""
+        after = json.dumps([window.time_column, self.closed_us - window.size_us])
+        return {
+            BACKLOG_VERSION: str(self.version),
+            BACKLOG_HOLD: str(self.hold).lower(),
+            BACKLOG_AFTER: after,
+        }
+
+    def counted(self, progress: list[dict]) -> list[dict]:
+        """Spark's progress reports of the run, batch 0's with the snapshot's rows as its input
+        rows (the stream read only some of them, the batch query reads all)."""
+        if self.rows is None:
+            return progress
+        return [{**p, "numInputRows": self.rows} if p.get("batchId") == 0 else p for p in progress]
 
     def stream_sql(self, plan, bindings: dict) -> str:
         return plan.backlog_sql_for(bindings, self.closed_us, BACKLOG_COLUMN)
@@ -112,7 +139,7 @@ def plan_split(
     split = _split_point(streams[window.source], window.time_column, read_limits(options)[0])
     if split is None:
         return None
-    record = {"source": window.source, "version": split[0]}
+    record = {"source": window.source, "version": split[0], "rows": split[2]}
     record["closed_us"] = split[1] - plan.watermark_delay_us
     os.makedirs(checkpoint, exist_ok=True)
     write_file_atomically(checkpoint, FILE, json.dumps(record))
@@ -120,10 +147,12 @@ def plan_split(
     return Backlog(**record)
 
 
-def _split_point(path: str, column: str, max_files: Optional[int]) -> Optional[tuple[int, int]]:
-    """(version, its largest event time in µs, truncated to ms as Spark's watermark) of the
-    source's latest snapshot, if one micro-batch reads all of it and every file has statistics
-    for `column` (a `timestamp`)."""
+def _split_point(
+    path: str, column: str, max_files: Optional[int]
+) -> Optional[tuple[int, int, Optional[int]]]:
+    """(version, its largest event time in µs, truncated to ms as Spark's watermark, its rows if
+    every file's statistics count them) of the source's latest snapshot, if one micro-batch
+    reads all of it and every file has statistics for `column` (a `timestamp`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from deltalake import DeltaTable
@@ -141,4 +170,6 @@ def _split_point(path: str, column: str, max_files: Optional[int]) -> Optional[t
     if stat not in actions.column_names or actions.column(stat).null_count:
         return None
     largest = pc.max(actions.column(stat).cast(pa.timestamp("us", tz="UTC"))).value
-    return table.version(), largest // 1000 * 1000
+    counts = actions.column("num_records") if "num_records" in actions.column_names else None
+    rows = None if counts is None or counts.null_count else pc.sum(counts).as_py()
+    return table.version(), largest // 1000 * 1000, rows

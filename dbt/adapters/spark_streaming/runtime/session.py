@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,6 +60,29 @@ def spark_settings(master: str, conf: Mapping[str, Any] | None = None) -> dict[s
     local), overridden by the profile's `server_side_parameters` (`conf`)."""
     cluster = {} if master.startswith("local") else CLUSTER_DEFAULTS
     return {**DEFAULTS, **cluster, **(conf or {})}
+
+
+def read_partitions(master: str, settings: Mapping[str, Any]) -> dict[str, str]:
+    """How many partitions a read of a Delta source makes (delta/source.py PARTITIONS_ENV), as
+    the environment of Spark's Python processes: the application's cores, as Spark's default
+    parallelism counts them: `spark.default.parallelism` if set, else local[N]'s N (local[*]:
+    the machine's; local-cluster[N, C, ...]: N times C), a cluster's `spark.executor.instances`
+    times `spark.executor.cores` or else its `spark.cores.max`; nothing (the source's own
+    limit) if they are not known."""
+    from ..delta.source import PARTITIONS_ENV
+
+    cores: Any = settings.get("spark.default.parallelism")
+    local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    workers = re.fullmatch(r"local-cluster\[(\d+),\s*(\d+),.*\]", master.strip())
+    if cores is None and local is not None:
+        cores = os.cpu_count() if local.group(1) == "*" else local.group(1) or 1
+    elif cores is None and workers is not None:
+        cores = int(workers.group(1)) * int(workers.group(2))
+    elif cores is None:
+        instances, per = (settings.get(f"spark.executor.{k}") for k in ("instances", "cores"))
+        both = instances is not None and per is not None
+        cores = int(instances) * int(per) if both else settings.get("spark.cores.max")
+    return {} if cores is None else {f"spark.executorEnv.{PARTITIONS_ENV}": str(cores)}
 
 
 def storage_environment(options: dict | None) -> dict[str, str]:
@@ -187,6 +211,7 @@ def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None, log:
         settings = {
             "spark.sql.warehouse.dir": os.path.join(private, "catalog"),
             **cds.java_options(settings),  # the driver JVM's class archive (runtime/cds.py)
+            **read_partitions(master, settings),
             **settings,
         }
         # Python workers (the executors' too) must run an interpreter that has pyarrow, deltalake

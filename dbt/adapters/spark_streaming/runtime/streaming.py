@@ -266,7 +266,8 @@ def _run(
     partitions = pipeline.shuffle_partitions(model.config)
     query = _start(df, model, plan, places, write, interval, expected == 1, partitions)
     _wait(query, model, places, monitor, expected)
-    return _finish(spark, catalog, model, plan, places, refresh, sink, query, previous, started)
+    reports = query.recentProgress if split is None else split.counted(query.recentProgress)
+    return _finish(spark, catalog, model, plan, places, refresh, sink, reports, previous, started)
 
 
 IDLE_WAIT_MS = 10_000  # an idle source's wait for a commit (bench/README: idle CPU)
@@ -391,7 +392,7 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options:
         else:
             reader = spark.readStream.format(FORMAT).options(**options).option("table", name)
             if split is not None and split.source == name:
-                reader = reader.options(**split.reader_options())
+                reader = reader.options(**split.reader_options(plan.backlog_window))
             reader.load(path).createOrReplaceTempView(view)
         bindings[name] = view
     try:
@@ -499,11 +500,12 @@ def _finish(
     places: Places,
     refresh: layout.Refresh,
     sink: ModelSink,
-    query,
+    reports: list[dict],
     previous: dict,
     started: float,
 ) -> StreamingAdapterResponse:
-    """Swap in a full refresh's table, rebind the table, and summarise the run (logged)."""
+    """Swap in a full refresh's table, rebind the table, and summarise the run (logged) from
+    Spark's progress `reports` of its query."""
     if model.full_refresh:
         sink.ensure_table()  # no source rows at all: the rebuilt table is empty
         if catalog.checkpoint_root:
@@ -518,7 +520,6 @@ def _finish(
     if sink.keys:
         catalog.bind_changelog(model.schema, model.identifier)
 
-    reports = query.recentProgress
     rows, versions, late, watermark, state_rows = report.summarise(reports)
     if late:
         # Spark counts dropped rows after partial aggregation; count the input rows exactly.
