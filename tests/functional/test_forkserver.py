@@ -1,6 +1,7 @@
 """The process Spark starts for a streaming query's offsets runs in a child of the session's fork
 server (runtime/session.py, runtime/workerpath/spark_streaming_forkserver.py), reads the source
-right, and ends with the query."""
+right, and ends with the query; so do pyspark's daemons, which live with the session (each is
+the leader of a process group of its own: the offsets runners are not)."""
 
 import os
 import time
@@ -13,7 +14,8 @@ from dbt.adapters.spark_streaming.runtime import session
 from dbt.adapters.spark_streaming.runtime.session import get_spark
 
 
-def _children(pid: int) -> set[int]:
+def _children(pid: int, daemons: bool = False) -> set[int]:
+    """The fork server's children that run a query's offsets (else its daemons)."""
     out = set()
     for entry in os.listdir("/proc"):
         try:
@@ -22,7 +24,8 @@ def _children(pid: int) -> set[int]:
         except (OSError, IndexError):
             continue
         if entry.isdigit() and int(fields[1]) == pid and fields[0] != "Z":
-            out.add(int(entry))
+            if (int(fields[2]) == int(entry)) == daemons:
+                out.add(int(entry))
     return out
 
 
@@ -57,6 +60,8 @@ def test_a_query_offsets_process_is_a_child_of_the_fork_server(tmp_path):
         assert len(children) == 1  # the runner, forked from the server, lives with the query
         got = sorted(r.n for r in spark.sql("SELECT n FROM forkserver_events").collect())
         assert got == list(range(250))
+        # the daemons of the data source's lookup, creation and read plan, and the tasks'
+        assert len(_children(server.pid, daemons=True)) >= 3
     finally:
         query.stop()
     _wait(lambda: not _children(server.pid), "the runner outlived its query", seconds=30)

@@ -1,7 +1,8 @@
 """runtime/workerpath/spark_streaming_forkserver.py without Spark: the process Spark would start
-for a query's offsets (`python -m pyspark.sql.streaming.python_streaming_source_runner`) hands
-itself over to the server, which runs the runner in a child forked from its warm imports; when
-the server is not there, or would import other files, the process runs the runner itself.
+for a query's offsets (`python -m pyspark.sql.streaming.python_streaming_source_runner`), or a
+daemon of pyspark's workers (`python -m pyspark.daemon pyspark.worker`), hands itself over to
+the server, which runs its module in a child forked from its warm imports; when the server is
+not there, or would import other files, the process runs the module itself.
 
 Outside Spark the runner fails at once (no JVM to connect to): where its traceback comes from
 tells which process ran it."""
@@ -120,3 +121,62 @@ def test_the_server_ends_with_its_standard_input(server):
     process, _ = server
     process.stdin.close()
     assert process.wait(timeout=10) == 0
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry.isdigit() and int(fields[1]) == pid:
+            out.add(int(entry))
+    return out
+
+
+def _daemon(env, server_pid: int) -> tuple[list[bytes], int]:
+    """Start a daemon as Spark does, read its port, close its standard input (the JVM's way to
+    stop it): (the command lines of the server's new children while it ran, its exit status)."""
+    before = _children(server_pid)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "pyspark.daemon", "pyspark.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    port = int.from_bytes(daemon.stdout.read(4), "big")
+    assert 0 < port < 65536  # written where Spark reads it
+    children = []
+    for child in _children(server_pid) - before:
+        with open(f"/proc/{child}/cmdline", "rb") as fh:
+            children.append(fh.read())
+    daemon.stdin.close()
+    return children, daemon.wait(timeout=30)
+
+
+def test_a_daemon_of_workers_runs_in_a_child_of_the_server(server):
+    process, path = server
+    children, status = _daemon(_environment(path), process.pid)
+    (child,) = children
+    assert b"spark_streaming_forkserver" in child  # a fork of the server, not a new python
+    alone = _daemon(_environment("off"), process.pid)
+    assert alone == ([], status)  # its status passed on
+    assert process.poll() is None
+
+
+@pytest.mark.parametrize(
+    "argv, run",
+    [
+        (["-m", "pyspark.sql.streaming.python_streaming_source_runner"], True),
+        (["-m", "pyspark.daemon", "pyspark.sql.worker.plan_data_source_read"], True),
+        (["-m", "pyspark.daemon", "other.worker"], False),
+        (["-m", "pyspark.daemon"], False),
+        (["-c", "pass"], False),
+    ],
+)
+def test_what_the_server_runs(argv, run, monkeypatch):
+    forkserver = _module("spark_streaming_forkserver")
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, *argv])
+    assert forkserver.command() == (argv[1:] if run else None)

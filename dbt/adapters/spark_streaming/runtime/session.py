@@ -111,8 +111,12 @@ def _put_first_on_pythonpath(entry: str) -> None:
 
 
 FORKSERVER_ENV = "DBT_SPARK_STREAMING_FORKSERVER"  # its module is in WORKER_PATH: not imported here
-# what the offsets processes import besides the runner's module (the fork server preloads it)
-FORKSERVER_PRELOAD = ("dbt.adapters.spark_streaming.delta.source", "deltalake")
+# what the processes it runs import later: the data source's module, the tasks' file writer
+FORKSERVER_PRELOAD = (
+    "dbt.adapters.spark_streaming.delta.source",
+    "dbt.adapters.spark_streaming.delta.writer",
+    "deltalake",
+)
 
 
 def forkserver_command(socket_path: str) -> list[str]:
@@ -129,9 +133,10 @@ def private_directory() -> str:
 
 
 def start_forkserver(directory: str, log: Optional[IO] = None) -> None:
-    """Start the fork server for the offsets process of the streaming queries this process's
-    session will run (runtime/workerpath/spark_streaming_forkserver.py: ~0.15-0.2 s less per query
-    start), its socket in `directory`, and give the socket to the JVM (started next) in the
+    """Start the fork server for the Python processes this process's session will start on the
+    driver: the streaming queries' offsets processes and pyspark's daemons
+    (runtime/workerpath/spark_streaming_forkserver.py: ~0.15-0.3 s less for each), its socket
+    in `directory`, and give the socket to the JVM (started next) in the
     environment. It ends with this process. `DBT_SPARK_STREAMING_FORKSERVER=off` in the
     environment turns it off. `log`: a file for its output and its children's (else the
     console)."""

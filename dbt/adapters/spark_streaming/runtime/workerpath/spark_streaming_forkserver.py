@@ -1,20 +1,25 @@
-"""A fork server for the Python process Spark starts per streaming query on the driver.
+"""A fork server for the Python processes Spark starts on the driver.
 
 Spark asks a Python data source for its offsets through a process of its own per streaming query
 (`PythonStreamingSourceRunner`: ``python -m pyspark.sql.streaming.python_streaming_source_runner``,
-started directly, never forked from pyspark's daemon as its other Python processes are), and that
-process imports pyspark, numpy and pyarrow before any work: ~0.15-0.2 s of every query start, and
-a `dbt run` of a model is one query start.
+started directly, never forked from pyspark's daemon as its other Python processes are), and
+it starts a daemon (``python -m pyspark.daemon <worker module>``) per kind of Python worker the
+first time it needs one: to look the data sources up, to create one (its schema), to plan a read,
+and the tasks' workers (in local mode the driver's too). Each process imports pyspark, and the
+daemons' first workers their worker module, before any work: ~0.15-0.3 s each, on the way of a
+`dbt run`'s first query, up to five times.
 
 The driver starts this server with its session (runtime/session.py's ``start_forkserver``); the
-server imports the runner's module once and waits on a Unix socket whose path is in
+server imports those modules once and waits on a Unix socket whose path is in
 ``DBT_SPARK_STREAMING_FORKSERVER``. The process Spark starts hands its standard streams,
-environment and working directory over from its ``sitecustomize`` (before any import of its own),
-the server forks a child that runs the runner's ``__main__`` with them, and the process Spark
-started waits for that child and exits with its status (a SIGTERM to it, Spark's way to stop the
-runner, is passed on). When anything differs (no server, another interpreter or hash seed, a
-``sys.path`` that would import another pyspark, numpy or pyarrow than the server's, a refused or
-broken connection) the process goes on as before and imports the runner itself.
+command, environment and working directory over from its ``sitecustomize`` (before any import
+of its own), the server forks a child that runs the module's ``__main__`` with them (a daemon
+then forks its workers from there, the modules they import already loaded), and the process
+Spark started waits for that child and exits with its status (a SIGTERM to it, Spark's way to
+stop the runner or a daemon, is passed on). When anything differs (no server, another
+interpreter or hash seed, a ``sys.path`` that would import another pyspark, numpy or pyarrow
+than the server's, a refused or broken connection) the process goes on as before and imports
+the module itself.
 """
 
 from __future__ import annotations
@@ -29,12 +34,31 @@ from collections.abc import Sequence
 
 ENV = "DBT_SPARK_STREAMING_FORKSERVER"
 MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
+DAEMON = "pyspark.daemon"
+# the worker modules of the daemons Spark 4 starts (the server imports them)
+WORKERS = (
+    "pyspark.worker",
+    "pyspark.sql.worker.lookup_data_sources",
+    "pyspark.sql.worker.create_data_source",
+    "pyspark.sql.worker.plan_data_source_read",
+)
 _LENGTH = struct.Struct("!I")
 
 
+def command() -> list[str] | None:
+    """The module and arguments this process was started to run, if the server runs it: the
+    offsets runner, or a daemon of pyspark's workers."""
+    args = sys.orig_argv[1:]
+    if args == ["-m", MODULE] or (
+        len(args) == 3 and args[:2] == ["-m", DAEMON] and args[2].startswith("pyspark.")
+    ):
+        return args[1:]
+    return None
+
+
 def wanted() -> bool:
-    """Whether this process is the runner Spark started and a server is there to take it."""
-    return os.environ.get(ENV, "off") != "off" and sys.orig_argv[1:] == ["-m", MODULE]
+    """Whether this process is one the server runs and a server is there to take it."""
+    return os.environ.get(ENV, "off") != "off" and command() is not None
 
 
 def _interpreter() -> tuple:
@@ -76,7 +100,7 @@ def _cwd() -> str | None:
 def hand_over() -> None:
     """Called by sitecustomize in the process Spark started: have the server run the runner, wait
     for it and exit; return (and let the process import the runner) if the server does not."""
-    request = marshal.dumps((_interpreter(), list(sys.path), dict(os.environ), _cwd()))
+    request = marshal.dumps((_interpreter(), list(sys.path), dict(os.environ), _cwd(), command()))
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(os.environ[ENV])
@@ -127,9 +151,11 @@ def module_path(cwd: str | None, path: list[str]) -> list[str]:
     return path if cwd is None else [cwd, *path]
 
 
-def _run_child(server, conn: socket.socket, fds: list[int], path: list, environ, cwd) -> None:
+def _run_child(
+    server, conn: socket.socket, fds: list[int], path: list, environ, cwd, run: list[str]
+) -> None:
     """In the forked child: leave the `server`'s sockets, become the process Spark started, run
-    the runner, and exit (never return)."""
+    its module (`run`: the module and its arguments), and exit (never return)."""
     import runpy
 
     code = 1
@@ -147,9 +173,11 @@ def _run_child(server, conn: socket.socket, fds: list[int], path: list, environ,
         if cwd is not None:
             os.chdir(cwd)
         sys.path[:] = module_path(cwd, path)
-        sys.modules.pop(MODULE)  # imported by the server; run afresh as __main__ (as `-m` does)
+        module, *args = run
+        sys.modules.pop(module, None)  # imported by the server; run afresh as __main__ (as `-m`)
+        sys.argv[1:] = args
         conn.sendall(b"%d\n" % os.getpid())
-        runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
@@ -171,17 +199,16 @@ def serve(path: str, preload: Sequence[str] = ()) -> None:
     """The server (started by the driver with this module on its PYTHONPATH, `python -c`): ends
     when its standard input closes, i.e. when the driver ends.
 
-    Besides the runner's module it imports `preload` (the data source's module and what it
-    loads later, e.g. deltalake: their pages are then shared by every child instead of loaded
-    and relocated in each), then freezes the garbage collector's view of what it has (a
+    Besides the modules it runs it imports `preload` (the modules the data source and the
+    tasks load later, e.g. deltalake: their pages are then shared by every child instead of
+    loaded and relocated in each), then freezes the garbage collector's view of what it has (a
     collection in a child would otherwise write to, and so copy, every page holding an object):
     ~9 MB less per child (bench/README "Continuous models sharing a runner")."""
     import gc
     import importlib
     import selectors
 
-    importlib.import_module(MODULE)
-    for name in preload:
+    for name in (MODULE, DAEMON, *WORKERS, *preload):
         try:
             importlib.import_module(name)
         except ImportError:  # the child imports it itself
@@ -209,14 +236,15 @@ def serve(path: str, preload: Sequence[str] = ()) -> None:
             conn.settimeout(10)  # a process that stops sending does not hold the others up
             with conn:
                 try:
-                    (theirs, their_path, environ, cwd), fds = _receive(conn)
+                    (theirs, their_path, environ, cwd, run), fds = _receive(conn)
                 except (OSError, ValueError, EOFError, TypeError, struct.error):
                     continue
                 try:
                     if theirs != interpreter or not _same_modules(preloaded, their_path):
                         conn.sendall(b"no\n")
                     elif os.fork() == 0:
-                        _run_child((events, listener), conn, fds, their_path, environ, cwd)
+                        child = (conn, fds, their_path, environ, cwd, run)
+                        _run_child((events, listener), *child)
                 except OSError:  # the process Spark started is gone, or no fork: it goes on alone
                     pass
                 finally:
