@@ -9,6 +9,7 @@ tells which process ran it."""
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -136,22 +137,30 @@ def _children(pid: int) -> set[int]:
     return out
 
 
-def _daemon(env, server_pid: int) -> tuple[list[bytes], int]:
-    """Start a daemon as Spark does, read its port, close its standard input (the JVM's way to
-    stop it): (the command lines of the server's new children while it ran, its exit status)."""
+def _ignores_interrupts(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as fh:
+        mask = next(int(line.split()[1], 16) for line in fh if line.startswith("SigIgn:"))
+    return bool(mask & 1 << signal.SIGINT - 1)
+
+
+def _daemon(env, server_pid: int, deaf: bool = False) -> tuple[list[tuple], int]:
+    """Start a daemon as Spark does (`deaf`: with ^C ignored, as the JVM's children are), read
+    its port, close its standard input (the JVM's way to stop it): (the command line of each of
+    the server's new children while it ran and whether it ignored ^C, its exit status)."""
     before = _children(server_pid)
     daemon = subprocess.Popen(
         [sys.executable, "-m", "pyspark.daemon", "pyspark.worker"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=env,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if deaf else None,
     )
     port = int.from_bytes(daemon.stdout.read(4), "big")
     assert 0 < port < 65536  # written where Spark reads it
     children = []
     for child in _children(server_pid) - before:
         with open(f"/proc/{child}/cmdline", "rb") as fh:
-            children.append(fh.read())
+            children.append((fh.read(), _ignores_interrupts(child)))
     daemon.stdin.close()
     return children, daemon.wait(timeout=30)
 
@@ -159,10 +168,13 @@ def _daemon(env, server_pid: int) -> tuple[list[bytes], int]:
 def test_a_daemon_of_workers_runs_in_a_child_of_the_server(server):
     process, path = server
     children, status = _daemon(_environment(path), process.pid)
-    (child,) = children
-    assert b"spark_streaming_forkserver" in child  # a fork of the server, not a new python
+    ((child, deaf),) = children
+    assert b"spark_streaming_forkserver" in child and not deaf  # a fork of the server
     alone = _daemon(_environment("off"), process.pid)
     assert alone == ([], status)  # its status passed on
+    # started with ^C ignored (a ^C to dbt must not stop Spark's daemons), it keeps it so
+    ((child, deaf),), _ = _daemon(_environment(path), process.pid, deaf=True)
+    assert deaf
     assert process.poll() is None
 
 

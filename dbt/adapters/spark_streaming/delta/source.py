@@ -157,7 +157,8 @@ def _partitions(files: list, after: tuple[str, int] | None = None) -> list[Files
     their order (partition i holds files before partition i+1's): a batch's rows are in reading
     order, which decides the last of an append-only upsert_table's repeated keys."""
     pairs = [(f[0], f[1]) for f in files]
-    n = min(int(os.environ.get(PARTITIONS_ENV) or MAX_PARTITIONS), MAX_PARTITIONS, len(pairs))
+    cores = max(int(os.environ.get(PARTITIONS_ENV) or MAX_PARTITIONS), 1)
+    n = min(cores, MAX_PARTITIONS, len(pairs))
     bounds = [len(pairs) * i // n for i in range(n + 1)] if n else []
     return [FilesPartition(pairs[bounds[i] : bounds[i + 1]], after) for i in range(n)]
 
@@ -223,20 +224,21 @@ def _runs(files: list[tuple[str, dict]]) -> list[tuple[str, int | None, list]]:
 def _groups_after(pf, column: str, after_us: int) -> list[int] | None:
     """The row groups of `pf` that may hold a row whose `column` (a timestamp) is after
     `after_us` or NULL, by their statistics; None: all of them."""
-    scale = {"milliseconds": 1000, "microseconds": 1, "nanoseconds": 0.001}
+    per_us = {"milliseconds": (1000, 1), "microseconds": (1, 1), "nanoseconds": (1, 1000)}
     leaves = [pf.metadata.schema.column(j).path for j in range(pf.metadata.num_columns)]
     if column not in leaves:
         return None
-    kept = []
+    at, kept = leaves.index(column), []
     for i in range(pf.metadata.num_row_groups):
-        chunk = pf.metadata.row_group(i).column(leaves.index(column))
+        chunk = pf.metadata.row_group(i).column(at)
         stats = chunk.statistics
         if stats is None or not stats.has_min_max or not stats.has_null_count:
             return None
         unit = json.loads(stats.logical_type.to_json()).get("timeUnit")
-        if chunk.physical_type != "INT64" or unit not in scale:
+        if chunk.physical_type != "INT64" or unit not in per_us:
             return None
-        if stats.null_count or stats.max_raw * scale[unit] > after_us:
+        times, by = per_us[unit]  # max_raw * times / by µs, compared exactly
+        if stats.null_count or stats.max_raw * times > after_us * by:
             kept.append(i)
     return kept
 

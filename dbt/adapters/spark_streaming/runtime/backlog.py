@@ -66,14 +66,14 @@ class Backlog:
 
     def reader_options(self, window: WindowSpec) -> dict[str, str]:
         """The options of the source's stream reader (delta/source.py): the first batch reads
-        the snapshot, only the rows of a window of `window` (the plan's) ending after the split
-        (or without an event time)."""
-        after = json.dumps([window.time_column, self.closed_us - window.size_us])
-        return {
-            BACKLOG_VERSION: str(self.version),
-            BACKLOG_HOLD: str(self.hold).lower(),
-            BACKLOG_AFTER: after,
-        }
+        the snapshot; if the split knows its rows (to count them as read: `counted`), only
+        those of a window of `window` (the plan's) ending after the split (or without an event
+        time)."""
+        options = {BACKLOG_VERSION: str(self.version), BACKLOG_HOLD: str(self.hold).lower()}
+        if self.rows is not None:
+            after = self.closed_us - window.size_us
+            options[BACKLOG_AFTER] = json.dumps([window.time_column, after])
+        return options
 
     def counted(self, progress: list[dict]) -> list[dict]:
         """Spark's progress reports of the run, batch 0's with the snapshot's rows as its input

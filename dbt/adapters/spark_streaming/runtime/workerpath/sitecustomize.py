@@ -13,8 +13,8 @@ installed pyspark's own (``<pyspark>/python/lib/``); with a Spark distribution a
 package (a cluster's workers), nothing changes.
 
 Python imports one ``sitecustomize``: the one this shadows, if any, is run after. Then, in the
-process Spark starts for a streaming query's offsets, the driver's fork server takes over
-(spark_streaming_forkserver.py)."""
+process Spark starts for a streaming query's offsets and in pyspark's daemons, the driver's fork
+server takes over (spark_streaming_forkserver.py)."""
 
 import importlib.machinery
 import importlib.util

@@ -24,6 +24,7 @@ the module itself.
 
 from __future__ import annotations
 
+import io
 import marshal
 import os
 import signal
@@ -100,7 +101,11 @@ def _cwd() -> str | None:
 def hand_over() -> None:
     """Called by sitecustomize in the process Spark started: have the server run the runner, wait
     for it and exit; return (and let the process import the runner) if the server does not."""
-    request = marshal.dumps((_interpreter(), list(sys.path), dict(os.environ), _cwd(), command()))
+    # a process started with ^C ignored (pyspark starts the JVM so, and the JVM its children)
+    # keeps it ignored in the child
+    deaf = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    run = (command(), deaf)
+    request = marshal.dumps((_interpreter(), list(sys.path), dict(os.environ), _cwd(), run))
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(os.environ[ENV])
@@ -121,7 +126,8 @@ def hand_over() -> None:
             os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    if not deaf:
+        signal.signal(signal.SIGINT, stop)
     status = replies.readline().strip()  # the child's exit status, or nothing if it was killed
     os._exit(int(status) if status.isdigit() else 1)
 
@@ -152,10 +158,11 @@ def module_path(cwd: str | None, path: list[str]) -> list[str]:
 
 
 def _run_child(
-    server, conn: socket.socket, fds: list[int], path: list, environ, cwd, run: list[str]
+    server, conn: socket.socket, fds: list[int], path: list, environ, cwd, run: tuple
 ) -> None:
     """In the forked child: leave the `server`'s sockets, become the process Spark started, run
-    its module (`run`: the module and its arguments), and exit (never return)."""
+    its module (`run`: the module and its arguments, and whether ^C was ignored there), and exit
+    (never return)."""
     import runpy
 
     code = 1
@@ -163,7 +170,8 @@ def _run_child(
         for closable in server:
             closable.close()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        (module, *args), deaf = run
+        signal.signal(signal.SIGINT, signal.SIG_IGN if deaf else signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
@@ -173,7 +181,15 @@ def _run_child(
         if cwd is not None:
             os.chdir(cwd)
         sys.path[:] = module_path(cwd, path)
-        module, *args = run
+        if environ.get("PYTHONUNBUFFERED"):  # as Spark starts its processes: nothing printed is
+            for fd, name in ((1, "stdout"), (2, "stderr")):  # lost at a worker's os._exit
+                stream = io.TextIOWrapper(
+                    io.FileIO(fd, "w", closefd=False),
+                    encoding=getattr(sys, name).encoding,
+                    errors=getattr(sys, name).errors,
+                    write_through=True,
+                )
+                setattr(sys, name, stream)
         sys.modules.pop(module, None)  # imported by the server; run afresh as __main__ (as `-m`)
         sys.argv[1:] = args
         conn.sendall(b"%d\n" % os.getpid())
