@@ -56,8 +56,8 @@ from .offsets import Position
 FORMAT = "delta_rs"
 # The files of one read are grouped into as many Spark partitions as the application has cores
 # (this variable, set by runtime/session.py for Spark's Python processes), at most MAX_PARTITIONS:
-# each partition is a Python task with a fixed cost (~0.1 s), a third of a cold 1M-row `dbt run`'s
-# reading time at 8 partitions on 2 cores (bench/README)
+# each partition is a Python task with a fixed cost: on 2 cores, 8 partitions cost a cold
+# 1M-event `dbt run` ~1.4 s more than 2 (bench/README)
 PARTITIONS_ENV = "DBT_SPARK_STREAMING_READ_PARTITIONS"
 MAX_PARTITIONS = 8
 DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
