@@ -15,12 +15,13 @@ commit, the next run replays batch 1 and reads on."""
 import json
 import os
 import random
+import re
 import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from dbt.tests.util import run_dbt
+from dbt.tests.util import run_dbt, run_dbt_and_capture
 from deltalake import write_deltalake
 
 from dbt.adapters.spark_streaming.faults import EXIT_CODE
@@ -100,12 +101,16 @@ class TestSplitEqualsWhole:
             write_deltalake(source, events, mode="append")
             if i == 1:  # a third version read by the same run
                 write_deltalake(source, version(rng, 70, 10, 150, 60), mode="append")
-            results = {r.node.name: r.adapter_response for r in run_dbt(["run"])}
+            done, out = run_dbt_and_capture(["run"])
+            results = {r.node.name: r.adapter_response for r in done}
             for kind in TVFS:
                 split, whole = (table_path(project, f"{kind}_{s}") for s in ("split", "whole"))
                 assert rows(split) == rows(whole) != [], (kind, i)
                 for figure in ("late_rows", "rows_read"):  # the split's stream reads fewer
                     assert results[f"{kind}_split"][figure] == results[f"{kind}_whole"][figure]
+                # and its batches' log lines count the rows the run read, as the summary
+                batch_rows = re.findall(rf"\.{kind}_split: batch \d+[^:]*: (\d+) input rows", out)
+                assert sum(map(int, batch_rows)) == results[f"{kind}_split"]["rows_read"], kind
                 checkpoint = os.path.join(split, "_dbt_streaming", "checkpoint")
                 assert os.path.isfile(os.path.join(checkpoint, FILE)), kind
                 assert not os.path.exists(

@@ -92,6 +92,9 @@ class TestContinuous(Base):
             window("08:20", "08:30", 7.0),
         ]
         assert latency < 120, latency  # 2 s trigger + one batch; generous for a loaded CI machine
+        # every batch's input rows counted once: the 6 seeded, then the 2 appended
+        wait_for(lambda: self.status(project)["rows_read"] >= 8)
+        assert self.status(project)["rows_read"] == 8
 
         _, out = run_dbt_and_capture(["run-operation", "stream_status"])
         line = next(ln for ln in out.splitlines() if f"{project.test_schema}.per_10min" in ln)

@@ -4,6 +4,7 @@ Spark."""
 import pytest
 
 from dbt.adapters.spark_streaming.errors import StreamingError
+from dbt.adapters.spark_streaming.runtime.backlog import Backlog
 from dbt.adapters.spark_streaming.runtime.continuous.host import Host
 from dbt.adapters.spark_streaming.runtime.continuous.pipeline import shuffle_partitions
 from dbt.adapters.spark_streaming.runtime.continuous.runner import (
@@ -177,3 +178,57 @@ def test_shuffle_partitions(config, partitions):
 def test_bad_shuffle_partitions(value):
     with pytest.raises(StreamingError, match="shuffle_partitions"):
         shuffle_partitions({"shuffle_partitions": value})
+
+
+class _Query:
+    """A query whose last progress report is `reports[-1]`."""
+
+    def __init__(self):
+        self.reports: list[dict] = []
+
+    @property
+    def lastProgress(self):
+        return self.reports[-1] if self.reports else None
+
+    def run(self, batch_id: int, rows: int, late: int = 0) -> None:
+        self.reports.append(
+            {
+                "batchId": batch_id,
+                "timestamp": f"2026-11-28T10:00:{batch_id:02d}.000Z",
+                "numInputRows": rows,
+                "processedRowsPerSecond": 10.0 * rows,
+                "stateOperators": [{"numRowsDroppedByWatermark": late}],
+            }
+        )
+
+
+def test_every_batch_is_counted_once_into_the_status(tmp_path):
+    """A runner counts each progress report once, however often it is asked: as each batch
+    starts (the previous batch's report) and by its polls (the last batch's). A poll every few
+    seconds alone missed the batches between two polls."""
+    monitor = Monitor(str(tmp_path), {"model": "s.m"})
+    query = _Query()
+    monitor.query = query
+    assert monitor.progressed() is None  # batch 0 starts: nothing reported yet
+    query.run(0, 5)
+    monitor.progressed()  # a poll
+    for batch_id, rows, late in [(1, 3, 1), (2, 0, 0), (3, 7, 2)]:
+        monitor.progressed()  # the batch starts: batch_id - 1's report (again, for batch 1)
+        query.run(batch_id, rows, late)
+    assert monitor.progressed() == query.reports[-1]  # a poll: the last batch's
+    monitor.progressed()
+    assert (monitor.st["rows_read"], monitor.st["late_rows"]) == (15, 3)
+    assert monitor.st["input_rows_per_s"] == 70.0
+
+
+def test_a_split_backlog_counts_its_snapshot_as_read(tmp_path):
+    """A backlog split's stream reads only the rows of the windows it keeps in batch 0; the
+    status counts the snapshot's rows, as the `dbt run` summary does."""
+    monitor = Monitor(str(tmp_path), {"model": "s.m"})
+    monitor.counted = Backlog("bids", version=3, closed_us=0, rows=1000).counted
+    monitor.query = query = _Query()
+    query.run(0, 12)
+    monitor.progressed()
+    query.run(1, 4)
+    monitor.progressed()
+    assert monitor.st["rows_read"] == 1004

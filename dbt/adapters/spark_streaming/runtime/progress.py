@@ -65,13 +65,21 @@ def batch_line(name: str, progress: dict, k: int, n: Optional[int]) -> str:
     )
 
 
-def follow(query, log: Callable[[str], None], name: str, n: Optional[int], every_s=1.0) -> None:
-    """Wait for `query` to end (available now), logging a line per micro-batch as it ends.
-    A failure of the query raises, as awaitTermination does."""
+def follow(
+    query,
+    log: Callable[[str], None],
+    name: str,
+    n: Optional[int],
+    counted: Callable[[list[dict]], list[dict]],
+    every_s=1.0,
+) -> None:
+    """Wait for `query` to end (available now), logging a line per micro-batch as it ends,
+    from its progress reports as `counted` counts them. A failure of the query raises, as
+    awaitTermination does."""
     seen, k = -1, 0
     while True:
         ended = query.awaitTermination(every_s)
-        for p in query.recentProgress:
+        for p in counted(query.recentProgress):
             if p.get("batchId", -1) > seen:
                 seen, k = p["batchId"], k + 1
                 log(batch_line(name, p, k, n))

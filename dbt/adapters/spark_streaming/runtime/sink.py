@@ -110,6 +110,7 @@ class ModelSink:
     def __call__(self, batch_df, batch_id: int) -> None:
         if self.monitor is not None:
             self.monitor.pool(batch_df.sparkSession.sparkContext)
+            self.monitor.progressed()  # the previous batch's report
         self.ensure_table()
         if not self.committers:
             self.committers = self._committers()

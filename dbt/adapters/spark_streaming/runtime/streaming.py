@@ -17,7 +17,7 @@ import json
 import os
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 
@@ -265,8 +265,9 @@ def _run(
     release()  # from here on, the sources' logs are read afresh (progress, report)
     partitions = pipeline.shuffle_partitions(model.config)
     query = _start(df, model, plan, places, write, interval, expected == 1, partitions)
-    _wait(query, model, places, monitor, expected)
-    reports = query.recentProgress if split is None else split.counted(query.recentProgress)
+    counted = split.counted if split is not None else runner.as_reported
+    _wait(query, model, places, monitor, expected, counted)
+    reports = counted(query.recentProgress)
     return _finish(spark, catalog, model, plan, places, refresh, sink, reports, previous, started)
 
 
@@ -474,18 +475,24 @@ def _start(
 
 
 def _wait(
-    query, model: StreamingModel, places: Places, monitor: Optional[runner.Monitor], expected=None
+    query,
+    model: StreamingModel,
+    places: Places,
+    monitor: Optional[runner.Monitor],
+    expected: Optional[int],
+    counted: Callable[[list[dict]], list[dict]],
 ) -> None:
     """Until the query has caught up (available now: a log line per micro-batch, the k-th of
     about `expected`) or the runner's monitor stopped it; its failure as a coded error
-    (runtime/failures.py)."""
+    (runtime/failures.py). `counted`: Spark's progress reports as the run counts them (a
+    backlog split's batch 0 read the snapshot)."""
     from pyspark.errors import PySparkException
 
     try:
         if monitor is not None:
-            monitor.wait(query)
+            monitor.wait(query, counted)
         else:
-            progress.follow(query, logger.info, model.name, expected)
+            progress.follow(query, logger.info, model.name, expected, counted)
     except PySparkException as exc:
         raise failures.query_failed(
             model.identifier, model.name, places.checkpoint, str(exc)

@@ -34,7 +34,7 @@ import socket
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ... import layout
 from ...errors import StreamingError, config_error
@@ -282,6 +282,12 @@ def stop_runners(root: str, model: Optional[str] = None) -> list[list[str]]:
     return [[n, st["state"]] for n, st in zip(chosen, stop_many(root, chosen), strict=True)]
 
 
+def as_reported(reports: list[dict]) -> list[dict]:
+    """Spark's progress reports of a query as a run counts them: as they are (a backlog split
+    counts its batch 0 otherwise: runtime/backlog.py Backlog.counted)."""
+    return reports
+
+
 class Monitor:
     """Inside the runner: keeps status.json current and stops the query when asked."""
 
@@ -309,6 +315,12 @@ class Monitor:
         self.target: Optional[str] = None
         self.sources: frozenset[str] = frozenset()
         self.shared: Optional[str] = None
+        # the query's progress reports, each counted once into the status (`progressed`);
+        # `counted` gives a backlog split's batch 0 the snapshot's rows (runtime/backlog.py)
+        self.query: Any = None
+        self.counted: Callable[[list[dict]], list[dict]] = as_reported
+        self._through = ""  # the timestamp of the last report counted
+        self._counting = threading.Lock()
         self.save()
 
     def pool(self, sc) -> None:
@@ -326,6 +338,30 @@ class Monitor:
         if self.st["ready"]:
             sc.setLocalProperty(POOL, self.shared)
         self.st["pool"] = sc.getLocalProperty(POOL) or "default"
+
+    def progressed(self) -> Optional[dict]:
+        """Count the query's last progress report into the status (rows read, late rows, input
+        rate) unless counted already; returns the report. Called as each micro-batch starts
+        (the report is then the previous batch's) and by `wait` (the last batch's): a report
+        sampled every few seconds missed the batches between two samples."""
+        if self.query is None:
+            return None
+        report = self.query.lastProgress
+        with self._counting:
+            # Spark reports each trigger that ran a batch, in order of their start times
+            if report is None or report.get("timestamp", "") <= self._through:
+                return report
+            self._through = report["timestamp"]
+            (counted,) = self.counted([report])
+            late = sum(
+                op.get("numRowsDroppedByWatermark", 0) for op in report.get("stateOperators", [])
+            )
+            self.st.update(
+                rows_read=self.st["rows_read"] + counted.get("numInputRows", 0),
+                late_rows=self.st["late_rows"] + late,
+                input_rows_per_s=round(report.get("processedRowsPerSecond") or 0.0, 1),
+            )
+        return report
 
     def save(self, **changes: Any) -> None:
         self.st.update(changes, heartbeat=time.strftime("%Y-%m-%d %H:%M:%S"))
@@ -348,11 +384,12 @@ class Monitor:
         """Whether the model is to stop (a stop file, or the runner's SIGTERM)."""
         return self.stop_requested or os.path.exists(self.stop_file)
 
-    def wait(self, query) -> None:
+    def wait(self, query, counted: Callable[[list[dict]], list[dict]] = as_reported) -> None:
         """Run until a stop request (file or SIGTERM) or the query fails. The query is asked
         for its progress every POLL seconds until its first trigger is done (dbt waits for
-        it), then every PROGRESS_EVERY polls (each ask is a call into the JVM, per model)."""
-        seen, polls = None, 0
+        it), then every PROGRESS_EVERY polls (each ask is a call into the JVM, per model);
+        `counted`: its reports as the run counts them (`progressed`)."""
+        self.query, self.counted, polls, shown = query, counted, 0, None
         while True:
             if self.stopping():
                 self.save(state="stopping")
@@ -365,18 +402,10 @@ class Monitor:
             if not self.st["ready"] or polls % PROGRESS_EVERY == 0:
                 if not query.isActive:
                     break
-                progress = query.lastProgress
-                if progress is not None and progress.get("batchId") != seen:
-                    seen = progress.get("batchId")
-                    late = sum(
-                        op.get("numRowsDroppedByWatermark", 0)
-                        for op in progress.get("stateOperators", [])
-                    )
-                    self.save(
-                        rows_read=self.st["rows_read"] + progress.get("numInputRows", 0),
-                        late_rows=self.st["late_rows"] + late,
-                        input_rows_per_s=round(progress.get("processedRowsPerSecond") or 0.0, 1),
-                    )
+                progress = self.progressed()
+                if progress is not None and progress.get("timestamp") != shown:
+                    shown = progress.get("timestamp")
+                    self.save()
                 # caught up: a trigger ended with nothing to do, or ran a batch without input
                 # (that applied a watermark); a trigger spends most of its interval waiting for
                 # a commit (delta/source.py AWAIT_COMMIT_MS), so "Waiting" shows briefly
@@ -386,4 +415,5 @@ class Monitor:
                     self.save(state="running", ready=True)
             polls += 1
             time.sleep(POLL)
+        self.progressed()  # its last batch
         query.awaitTermination()  # raises if the query failed
