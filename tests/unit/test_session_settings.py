@@ -38,7 +38,7 @@ def test_server_side_parameters_override_the_defaults():
 @pytest.mark.parametrize(
     "master, conf, cores",
     [
-        ("local[*]", {}, os.cpu_count()),
+        ("local[*]", {}, len(os.sched_getaffinity(0))),
         ("local[3]", {}, 3),
         ("local", {}, 1),
         ("local[4, 2]", {}, 4),
@@ -62,3 +62,9 @@ def test_a_read_makes_a_partition_per_core_of_the_application(master, conf, core
         parts = _partitions(files)
         assert len(parts) == expected
         assert [f for p in parts for f in p.files] == files  # in order
+
+
+def test_local_star_counts_the_cores_this_process_may_use(monkeypatch):
+    """A container's cpuset, not the machine's cores (os.cpu_count())."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3})
+    assert read_partitions("local[*]", {}) == {f"spark.executorEnv.{PARTITIONS_ENV}": "2"}

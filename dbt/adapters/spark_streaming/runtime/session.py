@@ -19,13 +19,24 @@ _lock = threading.Lock()
 _spark = None
 _forkserver: subprocess.Popen | None = None
 
+
+def machine_cores() -> int:
+    """The cores this process may run on: its CPU affinity, which a container's cpuset limits
+    (os.cpu_count() counts the machine's; Spark's local[*] counts the JVM's available
+    processors, which also follow a CPU quota)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.memory": "4g",
     # one stateful partition per core (at most 8): each has a fixed cost per micro-batch (its state
     # store's load and commit), measured ~25% of a small batch's time at 4 partitions on 2 cores;
     # a query keeps the count it started with (Spark stores it in the checkpoint)
-    "spark.sql.shuffle.partitions": str(min(os.cpu_count() or 2, 8)),
+    "spark.sql.shuffle.partitions": str(min(machine_cores(), 8)),
     # Spark's cache of compiled generated code (100 classes by default) is shared by every query
     # of the session: a runner's 20 queries outgrew it and compiled their code again at each
     # micro-batch (10% of the JVM's CPU under appends, measured with JFR; bench/README)
@@ -75,7 +86,7 @@ def read_partitions(master: str, settings: Mapping[str, Any]) -> dict[str, str]:
     local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
     workers = re.fullmatch(r"local-cluster\[(\d+),\s*(\d+),.*\]", master.strip())
     if cores is None and local is not None:
-        cores = os.cpu_count() if local.group(1) == "*" else local.group(1) or 1
+        cores = machine_cores() if local.group(1) == "*" else local.group(1) or 1
     elif cores is None and workers is not None:
         cores = int(workers.group(1)) * int(workers.group(2))
     elif cores is None:

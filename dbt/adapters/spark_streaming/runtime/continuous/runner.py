@@ -346,7 +346,10 @@ class Monitor:
         sampled every few seconds missed the batches between two samples."""
         if self.query is None:
             return None
-        report = self.query.lastProgress
+        try:
+            report = self.query.lastProgress
+        except Exception:  # noqa: BLE001 - a figure of the status: never a batch's failure
+            return None
         with self._counting:
             # Spark reports each trigger that ran a batch, in order of their start times
             if report is None or report.get("timestamp", "") <= self._through:
