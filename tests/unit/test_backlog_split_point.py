@@ -173,8 +173,13 @@ def test_the_first_batch_reads_only_the_rows_of_windows_after_the_split(plan, tm
     pf = pq.ParquetFile(old_file.path)
     assert pf.metadata.num_row_groups == 8 and _groups_after(pf, "ts", after) == [3, 4, 5, 6, 7]
     assert read(first, {"table": "feed.ev", "version": 2}) == [at(1)]  # later batches: all
-    reports = [{"batchId": 0, "numInputRows": len(got)}, {"batchId": 1, "numInputRows": 0}]
-    assert [p["numInputRows"] for p in backlog.counted(reports)] == [len(times) + 1, 0]
+    ran = {"addBatch": 5}  # the durations of a trigger that ran a batch
+    reports = [
+        {"batchId": 0, "numInputRows": len(got), "durationMs": ran},
+        {"batchId": 1, "numInputRows": 0, "durationMs": ran},
+        {"batchId": 0, "numInputRows": 0, "durationMs": {}},  # a trigger that ran none
+    ]
+    assert [p["numInputRows"] for p in backlog.counted(reports)] == [len(times) + 1, 0, 0]
     older = Backlog("feed.ev", 1, closed)  # a record without the rows: it reads them all
     assert older.counted(reports) == reports
     assert BACKLOG_AFTER not in older.reader_options(plan.backlog_window)

@@ -196,6 +196,7 @@ class _Query:
                 "batchId": batch_id,
                 "timestamp": f"2026-11-28T10:00:{batch_id:02d}.000Z",
                 "numInputRows": rows,
+                "durationMs": {"addBatch": 5},
                 "processedRowsPerSecond": 10.0 * rows,
                 "stateOperators": [{"numRowsDroppedByWatermark": late}],
             }
@@ -219,6 +220,12 @@ def test_every_batch_is_counted_once_into_the_status(tmp_path):
     monitor.progressed()
     assert (monitor.st["rows_read"], monitor.st["late_rows"]) == (15, 3)
     assert monitor.st["input_rows_per_s"] == 70.0
+    # idle: Spark reports every 10 s a trigger that ran no batch, with the next batch's id
+    query.reports.append({"batchId": 4, "timestamp": "2026-11-28T10:00:03.500Z"})
+    monitor.progressed()
+    query.run(4, 2)
+    monitor.progressed()
+    assert (monitor.st["rows_read"], monitor.st["input_rows_per_s"]) == (17, 20.0)
 
 
 def test_a_split_backlog_counts_its_snapshot_as_read(tmp_path):

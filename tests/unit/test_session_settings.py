@@ -8,6 +8,7 @@ import pytest
 from dbt.adapters.spark_streaming.delta.source import PARTITIONS_ENV, _partitions
 from dbt.adapters.spark_streaming.runtime.session import (
     CLUSTER_DEFAULTS,
+    machine_cores,
     read_partitions,
     spark_settings,
 )
@@ -38,7 +39,7 @@ def test_server_side_parameters_override_the_defaults():
 @pytest.mark.parametrize(
     "master, conf, cores",
     [
-        ("local[*]", {}, len(os.sched_getaffinity(0))),
+        ("local[*]", {}, machine_cores()),
         ("local[3]", {}, 3),
         ("local", {}, 1),
         ("local[4, 2]", {}, 4),

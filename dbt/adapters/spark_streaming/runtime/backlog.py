@@ -77,10 +77,16 @@ class Backlog:
 
     def counted(self, progress: list[dict]) -> list[dict]:
         """Spark's progress reports of the run, batch 0's with the snapshot's rows as its input
-        rows (the stream read only some of them, the batch query reads all)."""
+        rows (the stream read only some of them, the batch query reads all); not a report of a
+        trigger that ran no batch."""
         if self.rows is None:
             return progress
-        return [{**p, "numInputRows": self.rows} if p.get("batchId") == 0 else p for p in progress]
+        return [
+            {**p, "numInputRows": self.rows}
+            if p.get("batchId") == 0 and "addBatch" in (p.get("durationMs") or {})
+            else p
+            for p in progress
+        ]
 
     def stream_sql(self, plan, bindings: dict) -> str:
         return plan.backlog_sql_for(bindings, self.closed_us, BACKLOG_COLUMN)

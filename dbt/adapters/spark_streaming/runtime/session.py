@@ -77,7 +77,7 @@ def read_partitions(master: str, settings: Mapping[str, Any]) -> dict[str, str]:
     """How many partitions a read of a Delta source makes (delta/source.py PARTITIONS_ENV), as
     the environment of Spark's Python processes: the application's cores, as Spark's default
     parallelism counts them: `spark.default.parallelism` if set, else local[N]'s N (local[*]:
-    the machine's; local-cluster[N, C, ...]: N times C), a cluster's `spark.executor.instances`
+    `machine_cores`; local-cluster[N, C, ...]: N times C), a cluster's `spark.executor.instances`
     times `spark.executor.cores` or else its `spark.cores.max`; nothing (the source's own
     limit) if they are not known."""
     from ..delta.source import PARTITIONS_ENV

@@ -319,7 +319,7 @@ class Monitor:
         # `counted` gives a backlog split's batch 0 the snapshot's rows (runtime/backlog.py)
         self.query: Any = None
         self.counted: Callable[[list[dict]], list[dict]] = as_reported
-        self._through = ""  # the timestamp of the last report counted
+        self._through: Optional[str] = None  # the timestamp of the last report counted
         self._counting = threading.Lock()
         self.save()
 
@@ -330,7 +330,7 @@ class Monitor:
         names, so under load a pool per model served the models in alphabetical order: append
         -> commit p99 25-30 s for the last ones against 6 s with one queue (bench/README). A
         starting model's backlog keeps its own pool, and the live micro-batches are not queued
-        behind its tasks. Once in its shared pool, a micro-batch asks the JVM nothing (the
+        behind its tasks. Once in its shared pool, a micro-batch asks the JVM nothing here (the
         query's thread stays there)."""
         shared = self.shared or "default"
         if self.st["pool"] == shared:
@@ -346,13 +346,13 @@ class Monitor:
         sampled every few seconds missed the batches between two samples."""
         if self.query is None:
             return None
-        try:
-            report = self.query.lastProgress
-        except Exception:  # noqa: BLE001 - a figure of the status: never a batch's failure
-            return None
-        with self._counting:
-            # Spark reports each trigger that ran a batch, in order of their start times
-            if report is None or report.get("timestamp", "") <= self._through:
+        with self._counting:  # asked in turn: each report is seen after the ones before it
+            try:
+                report = self.query.lastProgress
+            except Exception:  # noqa: BLE001 - a figure of the status: never a batch's failure
+                return None
+            # a report per trigger that ran a batch (and one every 10 s while idle: no rows)
+            if report is None or report.get("timestamp") == self._through:
                 return report
             self._through = report["timestamp"]
             (counted,) = self.counted([report])
@@ -392,7 +392,8 @@ class Monitor:
         for its progress every POLL seconds until its first trigger is done (dbt waits for
         it), then every PROGRESS_EVERY polls (each ask is a call into the JVM, per model);
         `counted`: its reports as the run counts them (`progressed`)."""
-        self.query, self.counted, polls, shown = query, counted, 0, None
+        self.counted = counted  # before the batches can count with it (`progressed`)
+        self.query, polls, shown = query, 0, None
         while True:
             if self.stopping():
                 self.save(state="stopping")
