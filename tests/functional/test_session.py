@@ -1,15 +1,20 @@
 """A process's session (runtime/session.py) keeps its catalog directory and the fork server's
-socket in a temp directory of its own, and removes it as the process exits."""
+socket in a temp directory of its own, and removes it as the process exits; it is made without
+the session extensions found on the class path."""
 
 import os
 import subprocess
 import sys
 import tempfile
 
+import pytest
+
 from dbt.adapters.spark_streaming.runtime.session import FORKSERVER_ENV
 
 SCRIPT = """
 import os
+
+import pytest
 
 import pyarrow as pa
 from deltalake import write_deltalake
@@ -46,3 +51,38 @@ def test_a_process_leaves_nothing_in_the_temp_directory(tmp_path):
         assert os.path.dirname(catalog.removeprefix("file:")) == os.path.dirname(socket)
         assert os.path.dirname(os.path.dirname(socket)) == temp
         assert os.listdir(temp) == []
+
+
+# spark-mllib's session extension, which Java's ServiceLoader finds on Spark's class path
+PROVIDER = "org.apache.spark.sql.ml.InternalFunctionRegistration"
+
+LOADED = """
+import subprocess
+from dbt.adapters.spark_streaming.runtime import session
+
+spark = session.get_spark("local[1]", {conf!r})
+assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == "1000"  # a static setting
+assert spark.conf.get("spark.sql.session.timeZone") == "UTC"  # a runtime one
+assert spark.range(3).selectExpr("sum(id)").collect()[0][0] == 3
+pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+jcmd = ["jcmd", str(pid), "VM.class_hierarchy", "-s", {provider!r}]
+print({provider!r} in subprocess.run(jcmd, capture_output=True, text=True, check=True).stdout)
+"""
+
+
+@pytest.mark.parametrize(
+    "conf, loaded",
+    [({}, False), ({"spark.sql.extensions": PROVIDER}, True)],
+    ids=["default", "configured"],
+)
+def test_the_session_skips_the_class_paths_extensions_not_the_configured_ones(conf, loaded):
+    """The session is made without the extensions found on the class path (runtime/session.py
+    _default_session: ~0.5 s of its start); one named by `spark.sql.extensions` still loads, and
+    the profile's settings reach the session."""
+    script = LOADED.format(conf=conf, provider=PROVIDER)
+    env = {k: v for k, v in os.environ.items() if k != FORKSERVER_ENV}
+    run = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split()[-1] == str(loaded)

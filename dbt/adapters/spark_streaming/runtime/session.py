@@ -18,6 +18,7 @@ from typing import IO, Any, Optional
 _lock = threading.Lock()
 _spark = None
 _forkserver: subprocess.Popen | None = None
+APP_NAME = "dbt-spark-streaming"
 
 
 def machine_cores() -> int:
@@ -199,13 +200,46 @@ def _start(master: str, settings: dict[str, Any], out: Optional[IO]):
             conf = SparkConf().setMaster(master).setAll([(k, str(v)) for k, v in settings.items()])
             popen = {"stdout": out, "stderr": out}  # pyspark's hook for the JVM's output
             SparkContext._ensure_initialized(gateway=launch_gateway(conf, popen))
-        builder = SparkSession.builder.master(master).appName("dbt-spark-streaming")
-        for key, value in settings.items():
+        options = {"spark.master": master, "spark.app.name": APP_NAME, **settings}
+        context = SparkContext.getOrCreate(
+            SparkConf().setAll([(k, str(v)) for k, v in options.items()])
+        )
+        _default_session(context)
+        builder = SparkSession.builder
+        for key, value in options.items():
             builder = builder.config(key, value)
-        return builder.getOrCreate()
+        return builder.getOrCreate()  # the default session, or the process's running one
     finally:
         if master.startswith("local") and local_ip is None:
             os.environ.pop("SPARK_LOCAL_IP", None)
+
+
+def _default_session(context) -> None:
+    """Make the JVM's default SparkSession of `context` (unless it has one) without the session
+    extensions Spark finds on its class path (Java's ServiceLoader). pyspark's jars have one:
+    spark-mllib's InternalFunctionRegistration, which registers three functions of Spark
+    Connect's ML (`vector_to_array`, `array_to_vector`, `aggregate_metrics`) and starts Scala's
+    runtime reflection for their types: ~0.5 s of the session's start, which nothing a model
+    runs needs (bench/README "A cold `dbt run` against PyFlink's whole job"). The extensions of
+    `spark.sql.extensions` still apply. Spark's own builder takes this session; should Spark's
+    internals differ (another version), the builder makes its own as before."""
+    from py4j.protocol import Py4JError
+
+    jvm = context._jvm
+    session = getattr(jvm, "org.apache.spark.sql.classic.SparkSession")
+    try:
+        if session.getDefaultSession().isDefined():
+            return
+        module = getattr(getattr(jvm, "org.apache.spark.sql.classic.SparkSession$"), "MODULE$")
+        configured = getattr(module, "org$apache$spark$sql$classic$SparkSession$$applyExtensions")
+        extensions = configured(
+            context._jsc.sc(), jvm.org.apache.spark.sql.SparkSessionExtensions()
+        )
+        empty = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())
+        none = jvm.scala.Option.apply(None)
+        session.setDefaultSession(session(context._jsc.sc(), none, none, extensions, empty, empty))
+    except Py4JError:
+        return
 
 
 def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None, log: str | None = None):
