@@ -1,5 +1,6 @@
 """The SparkSession's settings (runtime/session.py), without Spark: executor sizing only with a
-cluster master, and the profile's server_side_parameters over every default."""
+cluster master, and the profile's server_side_parameters over every default; the driver's
+garbage collector unless Java options are chosen elsewhere."""
 
 import os
 
@@ -8,6 +9,10 @@ import pytest
 from dbt.adapters.spark_streaming.delta.source import PARTITIONS_ENV, _partitions
 from dbt.adapters.spark_streaming.runtime.session import (
     CLUSTER_DEFAULTS,
+    COLLECTOR,
+    DRIVER_OPTIONS,
+    JAVA_ENVIRONMENT,
+    collector,
     machine_cores,
     read_partitions,
     spark_settings,
@@ -69,3 +74,42 @@ def test_local_star_counts_the_cores_this_process_may_use(monkeypatch):
     """A container's cpuset, not the machine's cores (os.cpu_count())."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3})
     assert read_partitions("local[*]", {}) == {f"spark.executorEnv.{PARTITIONS_ENV}": "2"}
+
+
+@pytest.fixture
+def no_java_options(tmp_path, monkeypatch):
+    for name in JAVA_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # no spark-defaults.conf
+    return tmp_path
+
+
+def test_the_driver_collects_with_the_parallel_collector(no_java_options):
+    assert collector(spark_settings("local[*]", None)) == {DRIVER_OPTIONS: COLLECTOR}
+    assert collector(spark_settings("spark://127.0.0.1:7077", {})) == {DRIVER_OPTIONS: COLLECTOR}
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {DRIVER_OPTIONS: "-Xss4m"},  # a profile's (or a runner's) own options
+        {"spark.driver.defaultJavaOptions": "-XX:+UseG1GC -Xss4m"},
+        {"spark.driver.defaultJavaOptions": "-XX:+UseShenandoahGC"},
+    ],
+)
+def test_no_collector_where_the_profile_chooses_java_options(no_java_options, conf):
+    assert collector(spark_settings("local[*]", conf)) == {}
+
+
+@pytest.mark.parametrize("name", JAVA_ENVIRONMENT)
+def test_no_collector_where_the_environment_names_one(no_java_options, monkeypatch, name):
+    monkeypatch.setenv(name, "-XX:TieredStopAtLevel=1")
+    assert collector({}) == {DRIVER_OPTIONS: COLLECTOR}  # no collector named: ours
+    monkeypatch.setenv(name, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    assert collector({}) == {}  # two would stop the JVM
+
+
+@pytest.mark.parametrize("key", [DRIVER_OPTIONS, "spark.driver.defaultJavaOptions"])
+def test_no_collector_where_spark_defaults_sets_java_options(no_java_options, key):
+    (no_java_options / "spark-defaults.conf").write_text(f"{key}  -Xss4m\n")
+    assert collector({}) == {}

@@ -82,11 +82,11 @@ def archive_path() -> str:
     return os.path.join(cache, "dbt-spark-streaming", name)
 
 
-def _spark_defaults_set_it() -> bool:
-    """Whether spark-defaults.conf sets OPTION (a Java properties file: the key, then blanks,
+def spark_defaults_set(option: str = OPTION) -> bool:
+    """Whether spark-defaults.conf sets `option` (a Java properties file: the key, then blanks,
     `=` or `:`; Spark reads it whatever its bytes)."""
     conf = os.environ.get("SPARK_CONF_DIR") or os.path.join(_spark_home(), "conf")
-    key = re.compile(rf"\s*{re.escape(OPTION)}\s*[=:\s]")
+    key = re.compile(rf"\s*{re.escape(option)}\s*[=:\s]")
     try:
         with open(
             os.path.join(conf, "spark-defaults.conf"), encoding="utf-8", errors="replace"
@@ -100,7 +100,7 @@ def java_options(settings: dict) -> dict[str, str]:
     """The setting that makes the driver's JVM map the archive, if there is one (else this
     session starts without it, and the archive's maker starts in the background as this
     process exits, not to compete with its run for the cores)."""
-    if os.environ.get(ENV) == "off" or OPTION in settings or _spark_defaults_set_it():
+    if os.environ.get(ENV) == "off" or OPTION in settings or spark_defaults_set():
         return {}
     path = archive_path()
     if os.path.exists(path):
