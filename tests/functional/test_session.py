@@ -62,6 +62,7 @@ from dbt.adapters.spark_streaming.runtime import session
 
 spark = session.get_spark("local[1]", {conf!r})
 assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == "1000"  # a static setting
+assert spark.conf.get("spark.sql.warehouse.dir").endswith("/catalog")  # the session's own
 assert spark.conf.get("spark.sql.session.timeZone") == "UTC"  # a runtime one
 assert spark.range(3).selectExpr("sum(id)").collect()[0][0] == 3
 pid = spark._jvm.java.lang.ProcessHandle.current().pid()
@@ -79,7 +80,7 @@ print(",".join(sorted(beans.get(i).getName().replace(" ", "_") for i in range(be
 )
 def test_the_session_skips_the_class_paths_extensions_not_the_configured_ones(conf, loaded):
     """The session is made without the extensions found on the class path (runtime/session.py
-    _default_session: ~0.5 s of its start); one named by `spark.sql.extensions` still loads, and
+    DEFAULTS: ~0.5 s of its start); one named by `spark.sql.extensions` still loads, and
     the profile's settings reach the session. Its JVM collects with the Parallel collector
     (session.collector; not the tests' JAVA_TOOL_OPTIONS, which name one)."""
     script = LOADED.format(conf=conf, provider=PROVIDER)

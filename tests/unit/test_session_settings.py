@@ -87,6 +87,8 @@ def no_java_options(tmp_path, monkeypatch):
 def test_the_driver_collects_with_the_parallel_collector(no_java_options):
     assert collector(spark_settings("local[*]", None)) == {DRIVER_OPTIONS: COLLECTOR}
     assert collector(spark_settings("spark://127.0.0.1:7077", {})) == {DRIVER_OPTIONS: COLLECTOR}
+    default = {"spark.driver.defaultJavaOptions": "-Xss4m"}  # no collector named there
+    assert collector(spark_settings("local[*]", default)) == {DRIVER_OPTIONS: COLLECTOR}
 
 
 @pytest.mark.parametrize(
@@ -112,4 +114,26 @@ def test_no_collector_where_the_environment_names_one(no_java_options, monkeypat
 @pytest.mark.parametrize("key", [DRIVER_OPTIONS, "spark.driver.defaultJavaOptions"])
 def test_no_collector_where_spark_defaults_sets_java_options(no_java_options, key):
     (no_java_options / "spark-defaults.conf").write_text(f"{key}  -Xss4m\n")
+    assert collector({}) == {}
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("JDK_JAVA_OPTIONS", "@/etc/java/args"),  # an argument file
+        ("JAVA_TOOL_OPTIONS", "-XX:Flags=/etc/java/flags"),
+        ("_JAVA_OPTIONS", "-XX:VMOptionsFile=/etc/java/options"),
+        ("PYSPARK_SUBMIT_ARGS", "--driver-java-options -Xss4m pyspark-shell"),
+        ("PYSPARK_SUBMIT_ARGS", "--conf spark.driver.extraJavaOptions=-Xss4m pyspark-shell"),
+        ("PYSPARK_SUBMIT_ARGS", "--properties-file /etc/spark.conf pyspark-shell"),
+    ],
+)
+def test_no_collector_where_options_come_from_elsewhere(no_java_options, monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    assert collector({}) == {}
+
+
+@pytest.mark.parametrize("name", ["spark-env.sh", "java-opts"])
+def test_no_collector_where_spark_conf_may_set_java_options(no_java_options, name):
+    (no_java_options / name).write_text("export JAVA_TOOL_OPTIONS=-XX:+UseG1GC\n")
     assert collector({}) == {}

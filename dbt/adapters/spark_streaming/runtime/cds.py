@@ -82,10 +82,15 @@ def archive_path() -> str:
     return os.path.join(cache, "dbt-spark-streaming", name)
 
 
+def spark_conf_dir() -> str:
+    """Where Spark's launcher reads spark-defaults.conf, spark-env.sh and java-opts."""
+    return os.environ.get("SPARK_CONF_DIR") or os.path.join(_spark_home(), "conf")
+
+
 def spark_defaults_set(option: str = OPTION) -> bool:
     """Whether spark-defaults.conf sets `option` (a Java properties file: the key, then blanks,
     `=` or `:`; Spark reads it whatever its bytes)."""
-    conf = os.environ.get("SPARK_CONF_DIR") or os.path.join(_spark_home(), "conf")
+    conf = spark_conf_dir()
     key = re.compile(rf"\s*{re.escape(option)}\s*[=:\s]")
     try:
         with open(

@@ -18,7 +18,6 @@ from typing import IO, Any, Optional
 _lock = threading.Lock()
 _spark = None
 _forkserver: subprocess.Popen | None = None
-APP_NAME = "dbt-spark-streaming"
 
 
 def machine_cores() -> int:
@@ -42,6 +41,13 @@ DEFAULTS = {
     # of the session: a runner's 20 queries outgrew it and compiled their code again at each
     # micro-batch (10% of the JVM's CPU under appends, measured with JFR; bench/README)
     "spark.sql.codegen.cache.maxEntries": "1000",
+    # Not the session extensions Java's ServiceLoader finds on Spark's class path: pyspark's jars
+    # have one, spark-mllib's, which registers three functions of Spark Connect's ML and starts
+    # Scala's runtime reflection for them: ~0.5 s of JVM time in `new SparkSession` (seen with
+    # JFR), which nothing a model runs needs (bench/README "A cold `dbt run` against PyFlink's
+    # whole job"). Those of `spark.sql.extensions` still apply. An internal setting of Spark's
+    # (meant for its tests): a Spark without it ignores it and loads them.
+    "spark.sql.extensions.test.loadFromCp": "false",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
@@ -76,24 +82,40 @@ def spark_settings(master: str, conf: Mapping[str, Any] | None = None) -> dict[s
 
 DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
 COLLECTOR = "-XX:+UseParallelGC"
-JAVA_ENVIRONMENT = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS")
+# what else may give the driver JVM options: the JVM's own variables, Spark's launcher's
+JAVA_ENVIRONMENT = (
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "SPARK_SUBMIT_OPTS",
+    "PYSPARK_SUBMIT_ARGS",
+)
+# a collector, the driver's Java options given to spark-submit, or options from a file whose
+# content is not read here
+_CHOSEN = re.compile(
+    r"-XX:\+Use\w*GC\b|driver-java-options|JavaOptions|-XX:(Flags|VMOptionsFile)="
+    r"|--properties-file|(^|\s)@\S"
+)
 
 
 def collector(settings: Mapping[str, Any]) -> dict[str, str]:
     """The driver JVM's garbage collector: the Parallel one (with `local[*]` the executor is the
     same JVM). A `dbt run` over 1M or 10M events took 5-11% less time than with G1, Java's
     default, whose concurrent work takes a short process's cores (bench/README "A cold `dbt run`
-    against PyFlink's whole job"). Not where Java options are chosen otherwise: a profile's (or
-    spark-defaults.conf's) `spark.driver.extraJavaOptions`, as a continuous runner's
-    (continuous/host.py RUNNER_JAVA_OPTIONS: G1's periodic collections give its memory back),
-    or a collector named in `spark.driver.defaultJavaOptions` or in the JVM's environment
-    (JAVA_TOOL_OPTIONS, ...): a JVM given two collectors does not start."""
+    against PyFlink's whole job"). Not where Java options may be chosen otherwise, as a JVM
+    given two collectors does not start: a profile's (or spark-defaults.conf's)
+    `spark.driver.extraJavaOptions`, as a continuous runner's (continuous/host.py
+    RUNNER_JAVA_OPTIONS: G1's periodic collections give its memory back); a collector (or an
+    options file) named in `spark.driver.defaultJavaOptions` or in the environment
+    (JAVA_ENVIRONMENT); a spark-env.sh or java-opts file in Spark's conf directory."""
     from . import cds
 
     named = [str(settings.get(cds.OPTION, "")), *(os.environ.get(v, "") for v in JAVA_ENVIRONMENT)]
+    conf = cds.spark_conf_dir()
     if (
         DRIVER_OPTIONS in settings
-        or any(re.search(r"-XX:\+Use\w*GC\b", text) for text in named)
+        or any(_CHOSEN.search(text) for text in named)
+        or any(os.path.exists(os.path.join(conf, f)) for f in ("spark-env.sh", "java-opts"))
         or cds.spark_defaults_set(DRIVER_OPTIONS)
         or cds.spark_defaults_set(cds.OPTION)
     ):
@@ -227,46 +249,13 @@ def _start(master: str, settings: dict[str, Any], out: Optional[IO]):
             conf = SparkConf().setMaster(master).setAll([(k, str(v)) for k, v in settings.items()])
             popen = {"stdout": out, "stderr": out}  # pyspark's hook for the JVM's output
             SparkContext._ensure_initialized(gateway=launch_gateway(conf, popen))
-        options = {"spark.master": master, "spark.app.name": APP_NAME, **settings}
-        context = SparkContext.getOrCreate(
-            SparkConf().setAll([(k, str(v)) for k, v in options.items()])
-        )
-        _default_session(context)
-        builder = SparkSession.builder
-        for key, value in options.items():
+        builder = SparkSession.builder.master(master).appName("dbt-spark-streaming")
+        for key, value in settings.items():
             builder = builder.config(key, value)
-        return builder.getOrCreate()  # the default session, or the process's running one
+        return builder.getOrCreate()
     finally:
         if master.startswith("local") and local_ip is None:
             os.environ.pop("SPARK_LOCAL_IP", None)
-
-
-def _default_session(context) -> None:
-    """Make the JVM's default SparkSession of `context` (unless it has one) without the session
-    extensions Spark finds on its class path (Java's ServiceLoader). pyspark's jars have one:
-    spark-mllib's InternalFunctionRegistration, which registers three functions of Spark
-    Connect's ML (`vector_to_array`, `array_to_vector`, `aggregate_metrics`) and starts Scala's
-    runtime reflection for their types: ~0.5 s of the session's start, which nothing a model
-    runs needs (bench/README "A cold `dbt run` against PyFlink's whole job"). The extensions of
-    `spark.sql.extensions` still apply. Spark's own builder takes this session; should Spark's
-    internals differ (another version), the builder makes its own as before."""
-    from py4j.protocol import Py4JError
-
-    jvm = context._jvm
-    session = getattr(jvm, "org.apache.spark.sql.classic.SparkSession")
-    try:
-        if session.getDefaultSession().isDefined():
-            return
-        module = getattr(getattr(jvm, "org.apache.spark.sql.classic.SparkSession$"), "MODULE$")
-        configured = getattr(module, "org$apache$spark$sql$classic$SparkSession$$applyExtensions")
-        extensions = configured(
-            context._jsc.sc(), jvm.org.apache.spark.sql.SparkSessionExtensions()
-        )
-        empty = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())
-        none = jvm.scala.Option.apply(None)
-        session.setDefaultSession(session(context._jsc.sc(), none, none, extensions, empty, empty))
-    except Py4JError:
-        return
 
 
 def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None, log: str | None = None):
