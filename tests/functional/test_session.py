@@ -14,8 +14,6 @@ from dbt.adapters.spark_streaming.runtime.session import FORKSERVER_ENV
 SCRIPT = """
 import os
 
-import pytest
-
 import pyarrow as pa
 from deltalake import write_deltalake
 from dbt.adapters.spark_streaming.delta.source import FORMAT

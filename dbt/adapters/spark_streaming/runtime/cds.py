@@ -87,11 +87,12 @@ def spark_conf_dir() -> str:
     return os.environ.get("SPARK_CONF_DIR") or os.path.join(_spark_home(), "conf")
 
 
-def spark_defaults_set(option: str = OPTION) -> bool:
-    """Whether spark-defaults.conf sets `option` (a Java properties file: the key, then blanks,
-    `=` or `:`; Spark reads it whatever its bytes)."""
+def spark_defaults_set(*options: str) -> bool:
+    """Whether spark-defaults.conf sets one of `options` (default: OPTION; a Java properties
+    file: the key, then blanks, `=` or `:`; Spark reads it whatever its bytes)."""
     conf = spark_conf_dir()
-    key = re.compile(rf"\s*{re.escape(option)}\s*[=:\s]")
+    names = "|".join(re.escape(o) for o in options or (OPTION,))
+    key = re.compile(rf"\s*(?:{names})\s*[=:\s]")
     try:
         with open(
             os.path.join(conf, "spark-defaults.conf"), encoding="utf-8", errors="replace"

@@ -116,8 +116,7 @@ def collector(settings: Mapping[str, Any]) -> dict[str, str]:
         DRIVER_OPTIONS in settings
         or any(_CHOSEN.search(text) for text in named)
         or any(os.path.exists(os.path.join(conf, f)) for f in ("spark-env.sh", "java-opts"))
-        or cds.spark_defaults_set(DRIVER_OPTIONS)
-        or cds.spark_defaults_set(cds.OPTION)
+        or cds.spark_defaults_set(DRIVER_OPTIONS, cds.OPTION)
     ):
         return {}
     return {DRIVER_OPTIONS: COLLECTOR}
