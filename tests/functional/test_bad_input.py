@@ -252,7 +252,35 @@ BAD_MODELS = {
         "SSV151",
         "STDDEV",
     ),
+    "apply_changes_aggregate": (
+        UP.replace(
+            "'upsert_table'",
+            "'upsert_table', unique_key='item', apply_changes={'sequence_by': 'n'}",
+        )
+        + f"SELECT item, COUNT(*) AS n FROM {BIDS} GROUP BY item",
+        "SSV181",
+        "change rows",
+    ),
+    "apply_changes_scd2": (
+        UP.replace(
+            "'upsert_table'",
+            "'upsert_table', unique_key='item', "
+            "apply_changes={'sequence_by': 'bidtime', 'scd_type': 2}",
+        )
+        + f"SELECT * FROM {BIDS}",
+        "SSV182",
+        "scd_type: 1",
+    ),
     # wrong config values and types
+    "apply_changes_unknown_column": (
+        UP.replace(
+            "'upsert_table'",
+            "'upsert_table', unique_key='item', apply_changes={'sequence_by': 'version'}",
+        )
+        + f"SELECT * FROM {BIDS}",
+        "SSV180",
+        "bidtime",
+    ),
     "negative_delay": (
         "{{ config(materialized='streaming_view', watermark_delay='-1 minute') }} " + AGG,
         "SSV110",

@@ -41,6 +41,9 @@ ON B.item = A.item AND B.window_start = A.window_start AND B.window_end = A.wind
 FROM {{ ref('bids') }}""",
     "per_item.sql": "{{ config(materialized='upsert_table', state_ttl='30 days') }}\n"
     "SELECT item, COUNT(*) AS bids, SUM(price) AS total FROM {{ ref('bids') }} GROUP BY item",
+    "latest_bid.sql": "{{ config(materialized='upsert_table', unique_key='item', "
+    "apply_changes={'sequence_by': 'bidtime', 'delete_when': 'price < 0'}) }}\n"
+    "SELECT * FROM {{ ref('bids') }}",
     "early.sql": "{{ config(materialized='upsert_table', watermark_delay='1 minute', "
     "emit={'early': true}) }}\n"
     "SELECT window_start, window_end, SUM(price) AS total, COUNT(*) AS bids FROM "
@@ -170,6 +173,13 @@ UPSERT_BIDS = """
 UPSERT_EXPECT = """
         - {item: A, bids: 2, total: 9}
         - {item: B, bids: 1, total: 3}"""
+CHANGES = (
+    UPSERT_BIDS
+    + """
+          - {bidtime: "2020-04-15 08:15:00", price: -1, item: B}
+          - {bidtime: "2020-04-15 08:09:00", price: 5, item: B}"""
+)
+CHANGES_EXPECT = '\n        - {bidtime: "2020-04-15 08:19:00", price: 7, item: A}'
 WATERMARK = "\n    config:\n      meta: {watermark: '%s'}"
 
 UNIT_TESTS = (
@@ -200,6 +210,9 @@ UNIT_TESTS = (
                 UPSERT_EXPECT.replace("total: 9", "total: 7"),
                 UPSERT_BIDS,
             ),
+            # apply_changes: per item the latest bid; B's latest is a delete (price < 0)
+            unit_test("changes_right", "latest_bid", CHANGES_EXPECT, CHANGES),
+            unit_test("changes_wrong", "latest_bid", CHANGES_EXPECT.replace("7", "2"), CHANGES),
             # what a stream had emitted once its watermark reached 08:10: the first window only
             unit_test(
                 "watermark_right",
@@ -308,7 +321,7 @@ class TestUnitTests:
         results = run_dbt(["test", "--select", "test_type:unit"], expect_pass=False)
         status = {r.node.name: r.status for r in results}
         message = {r.node.name: r.message or "" for r in results}
-        assert len(status) == 24, status
+        assert len(status) == 26, status
         for name, got in status.items():
             if name.endswith("_right") or name == "batch_model":
                 assert got == "pass", (name, message[name])

@@ -126,6 +126,10 @@ EXAMPLES = {
         "SELECT item, price FROM a.bids WHERE bidtime > now() - INTERVAL 1 DAY"
     ),
     "VALUES as a source": "SELECT * FROM VALUES (1, 2) AS t(a, b)",
+    "change feed applied by key (apply_changes, SCD type 1)": (
+        "SELECT * FROM a.bids",
+        {"unique_key": ["item"], "apply_changes": {"sequence_by": "bidtime"}},
+    ),
 }
 ROW = re.compile(r"^\| (?P<construct>[^|]+?) \| (?P<view>[^|]+?) \| (?P<upsert>[^|]+?) \|$")
 
@@ -141,7 +145,9 @@ def readme_rows() -> dict[str, tuple[str, str]]:
     return found
 
 
-def outcome(sql: str, materialization: str) -> str:
+def outcome(example, materialization: str) -> str:
+    """'runs' or the code that refuses `example` (its SQL, or its SQL and model configs)."""
+    sql, config = example if isinstance(example, tuple) else (example, {})
     try:
         compile_query(
             sql,
@@ -149,6 +155,7 @@ def outcome(sql: str, materialization: str) -> str:
             watermark_delay="1 minute",
             materialization=materialization,
             state_ttl="1 day" if materialization == "upsert_table" else None,
+            **config,
         )
     except SqlError as e:
         return e.code

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction
 
 from ..layout import partials_path
+from ..sql.state import TOMBSTONE
 from .upsert import quote
 
 UPDATED = "__updated_ms"  # processing time (ms) of the batch that last updated the key
@@ -55,18 +56,21 @@ class PartialsCommitter:
 
     def commit(self, merged: pa.Table, batch_id: int, cutoff_ms: int) -> None:
         """Store `merged` (keys, partials, UPDATED) and drop the partials last updated before
-        `cutoff_ms`."""
+        `cutoff_ms` (with a TOMBSTONE column, apply_changes: only those of deleted keys)."""
         if not DeltaTable.is_deltatable(self.path):
             DeltaTable.create(self.path, schema=merged.schema, mode="error")
         dt = DeltaTable(self.path)
         before = dt.version()
         props = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
         on = " AND ".join(f"(t.{quote(k)} IS NOT DISTINCT FROM s.{quote(k)})" for k in self.keys)
+        expired = f"t.{quote(UPDATED)} < {int(cutoff_ms)}"
+        if TOMBSTONE in merged.schema.names:
+            expired += f" AND t.{quote(TOMBSTONE)}"
         metrics = (
             dt.merge(merged, on, source_alias="s", target_alias="t", commit_properties=props)
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(predicate=f"t.{quote(UPDATED)} < {int(cutoff_ms)}")
+            .when_not_matched_by_source_delete(predicate=expired)
             .execute()
         )
         # for auto-compaction (runtime/maintenance.py), which counts them against the table

@@ -170,13 +170,14 @@ class Equivalence:
     watermark: Optional[str]
     actual_rows: int
     expected_rows: int
-    restarted_keys: int
+    restarted_keys: int  # left out: their partials expired (after `expiry`) and started afresh
     missing: int
     unexpected: int
     view: str  # temp view of the differing rows: _diff ('missing' | 'unexpected') + the columns
     columns: list = field(default_factory=list)
     samples: dict = field(default_factory=dict)
     beyond_tolerance: list = field(default_factory=list)  # lines: rows differing in a float only
+    expiry: str = "state_ttl"
 
     @property
     def passed(self) -> bool:
@@ -194,7 +195,7 @@ class Equivalence:
             f"(watermark {self.watermark or 'none'}): {self.actual_rows} rows in the table, "
             f"{self.expected_rows} from the batch query"
             + (
-                f" ({self.restarted_keys} keys left out: restarted after state_ttl)"
+                f" ({self.restarted_keys} keys left out: restarted after {self.expiry})"
                 if self.restarted_keys
                 else ""
             )
@@ -425,4 +426,5 @@ def check(
         columns=actual.columns,
         samples=samples,
         beyond_tolerance=beyond,
+        expiry=plan.upsert.partials.expiry if restarted is not None else "state_ttl",
     )

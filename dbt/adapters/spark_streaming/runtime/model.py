@@ -25,6 +25,7 @@ QUERY_CONFIG = (
     "emit",
     "state_ttl",
     "constant_domain",
+    "apply_changes",
 )  # the configs that shape the compiled query
 
 
@@ -128,6 +129,7 @@ def compile_sql(
             dimensions=(
                 upsert.names_config(config, "dimensions") if dimensions is None else dimensions
             ),
+            apply_changes=config.get("apply_changes"),
         )
     except sqlfront.SqlError as exc:
         raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None

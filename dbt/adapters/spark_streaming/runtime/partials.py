@@ -16,6 +16,7 @@ from ..delta.partials import UPDATED, key_tuples, rows_with_keys
 from ..delta.storage import is_delta
 from ..delta.upsert import RESTARTED_FLAG
 from ..layout import partials_path
+from ..sql.state import TOMBSTONE
 
 
 def _step(plan, step: str, df, name: str):
@@ -34,8 +35,9 @@ def result_schema(plan, spark, stream_schema, name: str):
 def _stored(
     table_path: str, partial: pa.Table, keys: list[str], cutoff_ms: int
 ) -> tuple[pa.Table | None, set]:
-    """(the stored partials of `partial`'s keys last updated at or after `cutoff_ms`, as
-    `partial`'s types, or None; the keys whose stored partials expired)."""
+    """(the stored partials of `partial`'s keys last updated at or after `cutoff_ms` (with a
+    TOMBSTONE column, apply_changes: and those of keys not deleted), as `partial`'s types, or
+    None; the keys whose stored partials expired)."""
     path = partials_path(table_path)
     if not is_delta(path):
         return None, set()
@@ -44,6 +46,8 @@ def _stored(
     wanted = set(key_tuples(touched, keys))
     stored = stored.filter(pa.array([k in wanted for k in key_tuples(stored, keys)], pa.bool_()))
     fresh = pc.greater_equal(stored.column(UPDATED), cutoff_ms)
+    if TOMBSTONE in stored.schema.names:
+        fresh = pc.or_(fresh, pc.invert(pc.fill_null(stored.column(TOMBSTONE), False)))
     expired = set(key_tuples(stored.filter(pc.invert(fresh)), keys))
     live = stored.filter(fresh).select(partial.schema.names)
     return (live.cast(partial.schema) if live.num_rows else None), expired  # cast: e.g. string_view

@@ -14,6 +14,12 @@ from . import backlog, oracle
 from .aggtopn import rewrite_aggregate_rank
 from .ambiguous import refuse_ambiguous_columns
 from .analysis import WindowSpec, analyse_tvf, classify, table_key
+from .applychanges import (
+    keep_tombstones,
+    parse_apply_changes,
+    refuse_stateful,
+    rewrite_apply_changes,
+)
 from .dialect import SparkStreaming, WatermarkedTable, WindowTVF
 from .errors import SqlError
 from .groupwin import rewrite_group_windows
@@ -39,6 +45,7 @@ from .state import (
 )
 from .topn import inline_ranked_ctes, window_topns
 from .upsert import (
+    KEEP_COLUMN,
     RANK_INPUT,
     UPDATE,
     UpsertSpec,
@@ -356,6 +363,7 @@ def compile_query(
     state_ttl: Optional[str] = None,
     constant_domain: Sequence[str] = (),
     dimensions: Sequence[str] = (),
+    apply_changes: Optional[Mapping] = None,
 ) -> QueryPlan:
     """Parse, check and rewrite model ``sql`` (Flink window TVFs) into Spark SQL.
 
@@ -363,12 +371,15 @@ def compile_query(
     cover every window TVF input. ``unique_key`` and ``emit_early`` are upsert_table configs
     (sql/upsert.py). ``changelogs`` maps the upsert_tables the query may read as streams to
     their changelogs (sql/retract.py). ``state_ttl``, ``constant_domain`` and ``dimensions``
-    bound its state (sql/state.py). Raises SqlError (codes SSV1xx) on invalid input.
+    bound its state (sql/state.py). ``apply_changes`` applies the query's rows as a change
+    feed by ``unique_key`` (sql/applychanges.py). Raises SqlError (codes SSV1xx) on invalid
+    input.
     """
     delay_us = parse_watermark_delay(watermark_delay)
     ttl_us = _parse_duration_config(
         "state_ttl", state_ttl, "SSV152", minimum_us=1, example="'7 days'"
     )
+    apply = parse_apply_changes(apply_changes, materialization, state_ttl)
     tree = _parse(sql)
     refuse_ambiguous_columns(tree, schemas)
     refuse_wall_clock(tree)
@@ -404,11 +415,17 @@ def compile_query(
                 node,
             )
     check_joins(tree, {id(j.scope) for j in joins} | {id(j.scope) for j in bounded}, dimensions)
-    upsert = (
-        analyse_upsert(tree, cls, found, topns, unique_key, emit_early)
-        if materialization == UPSERT_TABLE
-        else None
-    )
+    if apply is not None:
+        refuse_stateful(cls, bool(topns or found or joins or bounded))
+        tree, keys = rewrite_apply_changes(tree, apply, unique_key, schemas)
+        upsert: Optional[UpsertSpec] = UpsertSpec(keys, UPDATE, KEEP_COLUMN)
+        ttl_us = apply.tombstone_ttl_us
+    else:
+        upsert = (
+            analyse_upsert(tree, cls, found, topns, unique_key, emit_early)
+            if materialization == UPSERT_TABLE
+            else None
+        )
     windowed = cls.window_aggregates or topns or joins or any(t.function == "SESSION" for t in tvfs)
     if ((cls.aggregating or topns or bounded) if upsert is None else windowed) and delay_us is None:
         raise SqlError(
@@ -462,6 +479,8 @@ def compile_query(
     if scope is not None:
         assert ttl_us is not None and upsert is not None  # (a scope is returned only then)
         stream, partials = split_aggregate(tree, scope, ttl_us // 1000)
+        if apply is not None:
+            partials = keep_tombstones(partials)
         upsert = replace(upsert, partials=partials)
     spark_sql = _generate(stream or tree)
     identity = spark_sql if upsert is None else f"{spark_sql}\n{upsert}"  # the key and mode too

@@ -50,6 +50,9 @@ BATCH_INPUT = "__dss_batch"  # the micro-batch's projected rows
 PARTIALS_INPUT = "__dss_partials"  # the batch's partials and the stored ones of its keys
 MERGED_INPUT = "__dss_merged"  # merged partials, one row per key
 UPDATED = "__updated_ms"  # stored partials: the processing time of the key's last update
+# stored partials of apply_changes (sql/applychanges.py): the key is deleted; only such
+# partials expire
+TOMBSTONE = "__tombstone"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class PartialsSpec:
     merge_sql: str  # over PARTIALS_INPUT
     final_sql: str  # over MERGED_INPUT
     ttl_ms: int
+    expiry: str = "state_ttl"  # the config that sets ttl_ms (in messages)
 
 
 def _agg_scopes(tree: exp.Expr) -> List[exp.Select]:

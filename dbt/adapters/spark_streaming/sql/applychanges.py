@@ -1,0 +1,310 @@
+"""``apply_changes``: an upsert_table that applies a feed of change rows by key (SCD type 1).
+
+    config(materialized='upsert_table', unique_key='id',
+           apply_changes={'sequence_by': 'seq', 'delete_when': "op = 'd'",
+                          'except_columns': ['op'], 'tombstone_ttl': '2 days'})
+    SELECT * FROM {{ source('cdc', 'customers') }}
+
+The query (append-only: projections, filters, joins with ``dimensions`` tables) gives change
+rows. The table holds, per key, the change row with the highest ``sequence_by`` among all the
+key's rows read so far, without ``except_columns``; if that row is a delete (``delete_when``
+true) the key is absent. The query is rewritten to::
+
+    SELECT __d.c1 AS c1, ..., NOT __d.__deleted AS __keep
+    FROM (SELECT MAX(STRUCT(seq AS __seq, COALESCE(<delete_when>, FALSE) AS __deleted,
+                            c1, ..., cn)) AS __d
+          FROM (<query>) AS __changes WHERE seq IS NOT NULL GROUP BY <unique_key>) AS __d
+
+``MAX(STRUCT(...))`` picks one row whatever the order the rows arrive in: the highest
+sequence; at an equal sequence a delete, then the greatest row by its columns in the query's
+order (as deduplication breaks ties, sql/upsert.py). ``__keep`` false deletes the key
+(delta/upsert.py). Rows whose sequence is NULL are ignored.
+
+The aggregate keeps its state as partials in Delta (sql/state.py split_aggregate, as with
+``state_ttl``): each micro-batch merges its rows with the stored row of each key it touches, so
+a change older than the key's last applied one (a delete too) changes nothing, within a run and
+across runs. A deleted key's stored row is its tombstone: it is dropped once no change touched
+the key for ``tombstone_ttl`` (processing time; default 2 days), and the stored rows of keys that
+exist are never dropped. A change older than the delete that arrives after that inserts the key
+again: the changelog marks it ``_restarted`` and snapshot_equivalence leaves it out (as a
+``state_ttl`` key that started afresh).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+import sqlglot
+from sqlglot import exp
+
+from .ambiguous import output_columns
+from .analysis import Classification, table_key
+from .errors import SqlError
+from .intervals import parse_duration
+from .state import TOMBSTONE, PartialsSpec
+from .upsert import KEEP_COLUMN
+
+SEQ_FIELD, DELETED_FIELD = "__seq", "__deleted"  # the kept row's sequence and delete flag
+CHANGES = "__changes"  # the query's change rows, as a derived table
+ROW = "__d"  # the kept row of a key, as a struct (and its derived table)
+DEFAULT_TOMBSTONE_TTL = "2 days"
+KNOWN = ("sequence_by", "delete_when", "scd_type", "except_columns", "tombstone_ttl")
+
+
+@dataclass(frozen=True)
+class ApplyChanges:
+    sequence_by: str
+    delete_when: Optional[str]
+    except_columns: Tuple[str, ...]
+    tombstone_ttl_us: int
+
+
+def _config_error(what: str, why: str, fix: str, node: Optional[exp.Expr] = None) -> SqlError:
+    return SqlError("SSV180", what, why, fix, node)
+
+
+def _names(value: Any, what: str) -> Tuple[str, ...]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
+        raise _config_error(
+            f"apply_changes {what} is {value!r}",
+            "it must name columns of the query",
+            f"Set {what} to a column name or a list of column names.",
+        )
+    return tuple(names)
+
+
+def parse_apply_changes(
+    value: Any, materialization: str = "upsert_table", state_ttl: Optional[str] = None
+) -> Optional[ApplyChanges]:
+    """The ``apply_changes`` config (None if unset); SSV180 for a malformed one or one beside
+    ``state_ttl`` or on a streaming_view, SSV182 for ``scd_type: 2`` (not built yet)."""
+    if value is None:
+        return None
+    if materialization != "upsert_table":
+        raise _config_error(
+            f"apply_changes on a {materialization}",
+            "a change feed applied by key updates and deletes rows",
+            "Use materialized='upsert_table'.",
+        )
+    if state_ttl is not None:
+        raise _config_error(
+            "apply_changes with state_ttl",
+            "the table keeps every existing key; only deleted keys expire, after tombstone_ttl",
+            "Remove state_ttl; set apply_changes' tombstone_ttl instead.",
+        )
+    if not isinstance(value, Mapping) or "sequence_by" not in value:
+        raise _config_error(
+            f"apply_changes is {value!r}",
+            "it must be a mapping naming at least the column that orders a key's changes",
+            "Set apply_changes={'sequence_by': '<column>', 'delete_when': \"op = 'd'\"}.",
+        )
+    unknown = sorted(set(value) - set(KNOWN))
+    if unknown:
+        raise _config_error(
+            f"apply_changes has unknown keys {', '.join(map(str, unknown))}",
+            f"apply_changes takes {', '.join(KNOWN)}",
+            "Remove or rename them.",
+        )
+    scd = value.get("scd_type", 1)
+    if scd == 2 or scd == "2":
+        raise SqlError(
+            "SSV182",
+            "apply_changes with scd_type 2 is not supported yet",
+            "keeping every version of a key (__start_at, __end_at) is not built yet; scd_type 1 "
+            "keeps each key's current row",
+            "Use scd_type: 1, or keep the versions by appending the change rows to a "
+            "streaming_view.",
+        )
+    if scd not in (1, "1"):
+        raise _config_error(
+            f"apply_changes scd_type is {scd!r}", "it must be 1 or 2", "Set scd_type: 1."
+        )
+    sequence_by = value["sequence_by"]
+    if not isinstance(sequence_by, str) or not sequence_by:
+        raise _config_error(
+            f"apply_changes sequence_by is {sequence_by!r}",
+            "it must be one column (order by several as a STRUCT computed in the query)",
+            "Set sequence_by to one column name.",
+        )
+    delete_when = value.get("delete_when")
+    if delete_when is not None and (not isinstance(delete_when, str) or not delete_when.strip()):
+        raise _config_error(
+            f"apply_changes delete_when is {delete_when!r}",
+            "it must be a boolean SQL expression over the query's columns",
+            "Set delete_when like \"op = 'd'\", or leave it out if the feed has no deletes.",
+        )
+    ttl = value.get("tombstone_ttl", DEFAULT_TOMBSTONE_TTL)
+    try:
+        ttl_us = parse_duration(str(ttl))
+    except ValueError:
+        ttl_us = 0
+    if ttl_us <= 0:
+        raise _config_error(
+            f"apply_changes tombstone_ttl is {ttl!r}",
+            "it must be a positive duration: how long a deleted key's last sequence is kept",
+            f"Set tombstone_ttl like '2 days' or '12 hours' (default {DEFAULT_TOMBSTONE_TTL!r}).",
+        )
+    return ApplyChanges(
+        sequence_by,
+        delete_when,
+        _names(value.get("except_columns") or [], "except_columns"),
+        ttl_us,
+    )
+
+
+def refuse_stateful(cls: Classification, stateful: bool) -> None:
+    """SSV181 unless the query only selects, filters and joins dimensions tables (`stateful`:
+    it ranks, deduplicates or joins streams)."""
+    if cls.kind == "append" and not cls.aggregating and not stateful:
+        return
+    why, node = cls.updating_reason or ("it aggregates, ranks or joins streams", None)
+    raise SqlError(
+        "SSV181",
+        "an apply_changes query that is not a stream of change rows",
+        "apply_changes keeps the last change row per key, so the query must only select, "
+        f"filter and join dimensions tables; {why}",
+        "Select the change rows (SELECT * FROM <feed> [WHERE ...]) and aggregate in a model "
+        "downstream.",
+        node,
+    )
+
+
+def _columns(query: exp.Expr, schemas: Mapping[str, Mapping[str, str]]) -> Optional[List[str]]:
+    """The output column names of the change query (as the sources spell them), or None."""
+    if isinstance(query, exp.Select) and len(query.expressions) == 1:
+        star, frm = query.expressions[0], query.args.get("from_")
+        if isinstance(star, exp.Star) and frm is not None and not query.args.get("joins"):
+            table = frm.this
+            if isinstance(table, exp.Table) and table_key(table) in schemas:
+                return list(schemas[table_key(table)])
+    ctes = {c.alias_or_name.lower(): c.this for c in query.find_all(exp.CTE)}
+    if isinstance(query, exp.Select):
+        names = []
+        for proj in query.expressions:
+            if isinstance(proj, exp.Star) or isinstance(proj.this, exp.Star):
+                return output_columns(query, schemas, ctes)
+            names.append(proj.alias_or_name)
+        return names if all(names) else None
+    return output_columns(query, schemas, ctes)
+
+
+def _find(name: str, columns: Sequence[str], what: str) -> str:
+    for c in columns:
+        if c.lower() == name.lower():
+            return c
+    raise _config_error(
+        f"apply_changes {what} {name!r} is not a column of the query",
+        f"the query's columns are {', '.join(columns)}",
+        f"Name one of them in {what}, or select {name} in the query.",
+    )
+
+
+def rewrite_apply_changes(
+    query: exp.Expr,
+    apply: ApplyChanges,
+    unique_key: Optional[Sequence[str]],
+    schemas: Mapping[str, Mapping[str, str]],
+) -> Tuple[exp.Select, Tuple[str, ...]]:
+    """The query that keeps each key's last change (module docstring), and its unique key."""
+    if not unique_key:
+        raise SqlError(
+            "SSV130",
+            "apply_changes without a unique_key",
+            "the change rows are applied by key, and nothing in the query says which columns "
+            "identify a row",
+            "Set config unique_key='<column>' (or a list) naming the change rows' key.",
+            query,
+        )
+    columns = _columns(query, schemas)
+    if columns is None:
+        raise _config_error(
+            "the columns of an apply_changes query are not known",
+            "a SELECT * over a subquery or a relation without a schema hides them, and the kept "
+            "row is built from every column",
+            "Select the change rows' columns by name.",
+            query,
+        )
+    keys = tuple(_find(k, columns, "unique_key") for k in unique_key)
+    seq = _find(apply.sequence_by, columns, "sequence_by")
+    dropped = {_find(c, columns, "except_columns").lower() for c in apply.except_columns}
+    if dropped & {k.lower() for k in keys}:
+        raise _config_error(
+            "apply_changes except_columns names a unique_key column",
+            "the table is keyed by it",
+            "Remove the key from except_columns.",
+        )
+    deleted: exp.Expr = exp.false()
+    if apply.delete_when is not None:
+        try:
+            deleted = sqlglot.parse_one(apply.delete_when, read="spark")
+        except sqlglot.errors.ParseError as e:
+            raise _config_error(
+                f"apply_changes delete_when {apply.delete_when!r} does not parse",
+                str(e).splitlines()[0],
+                "Write a boolean SQL expression such as \"op = 'd'\".",
+            ) from None
+        stray = [
+            c.name
+            for c in deleted.find_all(exp.Column)
+            if c.name.lower() not in {n.lower() for n in columns}
+        ]
+        if stray or not isinstance(deleted, exp.Condition) or deleted.find(exp.Select):
+            raise _config_error(
+                f"apply_changes delete_when {apply.delete_when!r} is not an expression over "
+                "the query's columns",
+                f"the query's columns are {', '.join(columns)}"
+                + (f"; {', '.join(stray)} is not one" if stray else ""),
+                "Write a boolean SQL expression over those columns, such as \"op = 'd'\".",
+            )
+    fields: List[exp.Expr] = [
+        exp.alias_(exp.column(exp.to_identifier(seq)), SEQ_FIELD),
+        exp.alias_(exp.func("COALESCE", exp.Paren(this=deleted), exp.false()), DELETED_FIELD),
+    ]
+    fields += [exp.alias_(exp.column(exp.to_identifier(c)), exp.to_identifier(c)) for c in columns]
+    with_ = query.args.get("with_")
+    if with_ is not None:  # the CTEs go to the top, where Spark takes them
+        query.set("with_", None)
+    kept = (
+        exp.Select(expressions=[exp.alias_(exp.Max(this=exp.Struct(expressions=fields)), ROW)])
+        .from_(exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(CHANGES))))
+        .where(exp.Not(this=exp.Is(this=exp.column(exp.to_identifier(seq)), expression=exp.Null())))
+        .group_by(*[exp.column(exp.to_identifier(k)) for k in keys])
+    )
+    shown: List[exp.Expr] = [
+        exp.alias_(
+            exp.Dot(this=exp.column(ROW), expression=exp.to_identifier(c)), exp.to_identifier(c)
+        )
+        for c in columns
+        if c.lower() not in dropped
+    ]
+    shown.append(
+        exp.alias_(
+            exp.Not(
+                this=exp.Dot(this=exp.column(ROW), expression=exp.to_identifier(DELETED_FIELD))
+            ),
+            KEEP_COLUMN,
+        )
+    )
+    top = exp.Select(expressions=shown).from_(
+        exp.Subquery(this=kept, alias=exp.TableAlias(this=exp.to_identifier(ROW)))
+    )
+    if with_ is not None:
+        top.set("with_", with_)
+    return top, keys
+
+
+def keep_tombstones(spec: PartialsSpec) -> PartialsSpec:
+    """The partials of the rewritten query with a TOMBSTONE column (the kept row is a delete):
+    only those expire (delta/partials.py)."""
+    (partial,) = [n for n in _aliases(spec.merge_sql) if n.startswith("__p")]  # MAX(STRUCT)
+    merge = (
+        f"SELECT *, {partial}.{DELETED_FIELD} AS {TOMBSTONE} FROM ({spec.merge_sql}) AS __merged"
+    )
+    return replace(spec, merge_sql=merge, expiry="tombstone_ttl")
+
+
+def _aliases(sql: str) -> List[str]:
+    select = sqlglot.parse_one(sql, read="spark")
+    return [p.alias_or_name for p in select.expressions]

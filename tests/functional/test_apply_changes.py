@@ -1,0 +1,236 @@
+"""apply_changes (SCD type 1, sql/applychanges.py) through `dbt run`: a seeded random feed of
+change events (inserts, updates, deletes, re-inserts after a delete, sequence numbers out of
+order within and across appends, duplicates, ties, NULL sequences, DOUBLE values with NULLs
+and wide magnitudes), applied over several runs and compared after each with a plain-Python
+oracle: the table, the changelog's replay, Delta's change data feed, snapshot_equivalence.
+Then the tombstone TTL, and a crash at each commit point of a batch."""
+
+import random
+import time
+
+import pyarrow as pa
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+from deltalake import DeltaTable, write_deltalake
+
+from .helpers import equivalence_project, table_path
+from .test_upsert_table import changelog, replay
+
+SOURCES = """
+sources:
+  - name: raw
+    schema: "{{ target.schema }}"
+    tables: [{name: changes}]
+"""
+CONFIG = (
+    "materialized='upsert_table', unique_key='id', apply_changes={'sequence_by': 'seq', "
+    "'delete_when': \"op = 'd'\", 'except_columns': ['op']TTL}"
+)
+MODEL = "{{ config(" + CONFIG + ") }}\nSELECT * FROM {{ source('raw', 'changes') }}"
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("seq", pa.int64()),
+        ("op", pa.string()),
+        ("name", pa.string()),
+        ("price", pa.float64()),
+    ]
+)
+
+
+def append_changes(path: str, events: list[tuple], mode: str = "append") -> None:
+    columns = list(zip(*events, strict=True))
+    write_deltalake(
+        path,
+        pa.table([pa.array(c, f.type) for c, f in zip(columns, SCHEMA, strict=True)], SCHEMA),
+        mode=mode,
+    )
+
+
+def rows(path: str) -> list[tuple]:
+    """The table's rows, sorted as text (a NULL key sorts among the others)."""
+    return sorted(
+        (tuple(r.values()) for r in DeltaTable(path).to_pyarrow_table().to_pylist()), key=str
+    )
+
+
+def _order(value):
+    """Spark's ascending order of a struct field: NULL first."""
+    return (0,) if value is None else (1, value)
+
+
+def oracle(events: list[tuple]) -> list[tuple]:
+    """The SCD 1 table of `events` (id, seq, op, name, price): per id, the event with the
+    highest seq (NULL seqs ignored); at an equal seq a delete, then the greatest row; absent if
+    that is a delete. Rows without `op`, sorted."""
+    kept: dict = {}
+    for e in events:
+        if e[1] is None:
+            continue
+        rank = (e[1], e[2] == "d", *map(_order, e))
+        if e[0] not in kept or rank > kept[e[0]][0]:
+            kept[e[0]] = (rank, e)
+    return sorted(((e[0], e[1], e[3], e[4]) for _, e in kept.values() if e[2] != "d"), key=str)
+
+
+class Feed:
+    """Change events of a seeded generator over a few keys: each key's events get increasing
+    sequence numbers when made, but they are appended shuffled, some held back for a later
+    append (out of order across appends), some repeated (duplicates), some tied."""
+
+    def __init__(self, seed: int, keys: int = 12):
+        self.rng, self.keys = random.Random(seed), keys
+        self.seq = {k: 0 for k in range(keys)}
+        self.held: list[tuple] = []
+        self.all: list[tuple] = []
+
+    def _value(self):
+        r = self.rng.random()
+        if r < 0.1:
+            return None
+        return self.rng.choice([1e-9, 1.0, 1e12]) * round(self.rng.uniform(-1000, 1000), 3)
+
+    def _event(self) -> tuple:
+        k = self.rng.randrange(self.keys) if self.rng.random() > 0.05 else None  # NULL key
+        if k is None:
+            return (None, self.rng.randrange(100), "u", "nullkey", self._value())
+        self.seq[k] += self.rng.choice([1, 1, 2, 5])
+        op = self.rng.choices(["i", "u", "d"], [2, 5, 2])[0]
+        name = None if self.rng.random() < 0.1 else self.rng.choice(["ann", "bob", "cy", "dé"])
+        return (k, self.seq[k], op, name, self._value())
+
+    def batch(self, n: int) -> list[tuple]:
+        events = [self._event() for _ in range(n)]
+        events += self.held
+        self.held = []
+        extra = []
+        for e in list(events):
+            r = self.rng.random()
+            if r < 0.08:
+                extra.append(e)  # an exact duplicate
+            elif r < 0.12 and e[0] is not None:  # a tie: same key and sequence, other values
+                extra.append((e[0], e[1], self.rng.choice("iud"), "tie", self._value()))
+            elif r < 0.14:
+                extra.append((e[0], None, "u", "noseq", 1.0))  # NULL sequence: ignored
+        events += extra
+        self.rng.shuffle(events)
+        cut = len(events) // 5  # held back: arrive with a later append
+        self.held, events = events[:cut], events[cut:]
+        self.all += events
+        return events
+
+
+def cdf_replay(path: str) -> list[tuple]:
+    """The table replayed from Delta's change data feed (from version 0)."""
+    table: dict = {}
+    changes = pa.table(DeltaTable(path).load_cdf(starting_version=0).read_all()).to_pylist()
+    changes.sort(
+        key=lambda c: (c["_commit_version"], c["_change_type"] in ("insert", "update_postimage"))
+    )
+    for c in changes:
+        row = (c["id"], c["seq"], c["name"], c["price"])
+        if c["_change_type"] in ("delete", "update_preimage"):
+            assert table.pop(row[0]) == row
+        else:
+            table[row[0]] = row
+    return sorted(table.values(), key=str)
+
+
+class TestApplyChanges:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return equivalence_project(SOURCES, {"customers": MODEL.replace("TTL", "")})
+
+    def test_random_feed_over_runs(self, project):
+        source, out = table_path(project, "changes"), table_path(project, "customers")
+        feed, ops = Feed(seed=35), set()
+        for _ in range(4):
+            for _ in range(2):  # two source versions per run
+                append_changes(source, feed.batch(40))
+            run_dbt(["run"])
+            expected = oracle(feed.all)
+            assert rows(out) == expected
+            log = changelog(out)
+            assert replay(log) == expected
+            assert cdf_replay(out) == expected
+            ops |= {r[-3] for r in log}
+            assert [r.status for r in run_dbt(["test"])] == ["pass"]
+        assert ops == {"+I", "-U", "+U", "-D"}
+        assert [c.name for c in DeltaTable(out).schema().fields] == ["id", "seq", "name", "price"]
+
+    def test_older_events_change_nothing(self, project):
+        """Events older than a key's applied one, a delete too, arriving in a later run."""
+        source, out = table_path(project, "changes"), table_path(project, "customers")
+        before, changes = rows(out), len(changelog(out))
+        old = [(k, 0, op, "stale", 1.0) for k in range(12) for op in ("u", "d")]
+        append_changes(source, old)
+        run_dbt(["run"])
+        assert rows(out) == before and len(changelog(out)) == changes
+
+
+class TestTombstones:
+    """A deleted key's tombstone is kept `tombstone_ttl` (processing time since a change last
+    touched the key): an older change arriving before then is ignored, after it inserts the key
+    again (marked _restarted, left out by snapshot_equivalence). A live key never expires."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        model = MODEL.replace("TTL", ", 'tombstone_ttl': '15 seconds'")
+        return equivalence_project(SOURCES, {"customers": model})
+
+    def test_tombstone_ttl(self, project):
+        source, out = table_path(project, "changes"), table_path(project, "customers")
+        append_changes(
+            source, [(1, 1, "i", "a", 1.0), (1, 5, "d", None, None), (2, 5, "i", "b", 2.0)]
+        )
+        run_dbt(["run"])
+        assert rows(out) == [(2, 5, "b", 2.0)]
+        append_changes(source, [(1, 3, "u", "late", 3.0)])  # the tombstone holds
+        run_dbt(["run"])
+        assert rows(out) == [(2, 5, "b", 2.0)]
+        time.sleep(16)
+        append_changes(source, [(1, 4, "u", "later", 4.0), (2, 1, "u", "old", 0.0)])
+        run_dbt(["run"])
+        # key 1's tombstone expired: its older change is applied; key 2 is live: kept
+        assert rows(out) == [(1, 4, "later", 4.0), (2, 5, "b", 2.0)]
+        restarted = DeltaTable(f"{out}/_dbt_streaming/changelog").to_pyarrow_table().to_pylist()
+        assert [(r["id"], r["_op"]) for r in restarted if r["_restarted"]] == [(1, "+I")]
+        _, log = run_dbt_and_capture(["test"])
+        assert "1 keys left out: restarted after tombstone_ttl" in log
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "during_write@1",  # the changelog committed, the table not
+        pytest.param("after_delta_commit@1", marks=pytest.mark.full),  # the partials not
+    ],
+)
+def test_crash_then_rerun(tmp_path, fault):
+    """`dbt run` killed at a commit point of an apply_changes batch, then run again after one
+    more append: the table equals the oracle and each change is logged once."""
+    from dbt.adapters.spark_streaming.faults import EXIT_CODE
+
+    from .test_exactly_once import dbt_run, write_project
+
+    write_project(
+        tmp_path,
+        MODEL.replace("TTL", "").replace("source('raw', 'changes')", "source('feed', 'events')"),
+    )
+    project, source = str(tmp_path / "project"), str(tmp_path / "feed" / "events")
+    out = str(tmp_path / "warehouse" / "crash" / "per_item")
+    feed = Feed(seed=7)
+    append_changes(source, feed.batch(60), mode="overwrite")
+    assert dbt_run(project).returncode == 0
+    append_changes(source, feed.batch(60))
+    crashed = dbt_run(project, fault)
+    assert crashed.returncode == EXIT_CODE, crashed.stdout[-3000:] + crashed.stderr[-2000:]
+    append_changes(source, feed.batch(60))
+    rerun = dbt_run(project)
+    assert rerun.returncode == 0, rerun.stdout[-3000:]
+    expected = oracle(feed.all)
+    assert rows(out) == expected
+    log = changelog(out)
+    assert len({(r[0], r[-3], r[-2]) for r in log}) == len(log), "a change was logged twice"
+    assert replay(log) == expected

@@ -1,0 +1,119 @@
+"""apply_changes (SCD type 1) in sql/ (no Spark): the rewrite to the last change row per key,
+its partials (tombstones expire, live keys do not), and what is refused with a code."""
+
+import pytest
+
+from dbt.adapters.spark_streaming.sql import SqlError, compile_query
+from dbt.adapters.spark_streaming.sql.state import TOMBSTONE
+
+SCHEMAS = {
+    "a.feed": {"Id": "bigint", "seq": "bigint", "op": "string", "name": "string"},
+    "a.dim": {"name": "string", "region": "string"},
+}
+APPLY = {"sequence_by": "seq", "delete_when": "op = 'd'", "except_columns": ["op"]}
+
+
+def plan(sql="SELECT * FROM a.feed", apply=APPLY, key=("id",), **kw):
+    return compile_query(
+        sql,
+        schemas=SCHEMAS,
+        watermark_delay=None,
+        materialization=kw.pop("materialization", "upsert_table"),
+        unique_key=key,
+        apply_changes=apply,
+        **kw,
+    )
+
+
+def test_the_last_change_per_key():
+    p = plan()
+    assert p.upsert.unique_key == ("Id",) and p.upsert.keep_column == "__keep"
+    assert p.kind == "updating"
+    assert p._tree.sql(dialect="spark") == (
+        "SELECT __d.Id AS Id, __d.seq AS seq, __d.name AS name, NOT __d.__deleted AS __keep "
+        "FROM (SELECT MAX(STRUCT(seq AS __seq, COALESCE((op = 'd'), FALSE) AS __deleted, "
+        "Id AS Id, seq AS seq, op AS op, name AS name)) AS __d "
+        "FROM (SELECT * FROM a.feed) AS __changes WHERE NOT seq IS NULL GROUP BY Id) AS __d"
+    )
+    # the stream only projects; the aggregate is kept as partials in Delta
+    assert "MAX" not in p.spark_sql and p.output_mode == "append"
+    partials = p.upsert.partials
+    assert partials.ttl_ms == 2 * 86_400_000 and partials.expiry == "tombstone_ttl"
+    assert f"__p0.__deleted AS {TOMBSTONE}" in partials.merge_sql
+
+
+def test_without_deletes_projections_and_ctes():
+    p = plan(
+        "WITH f AS (SELECT Id, seq, upper(name) AS who FROM a.feed WHERE seq > 0) SELECT * FROM f",
+        {"sequence_by": "seq", "tombstone_ttl": "1 hour"},
+    )
+    sql = p._tree.sql(dialect="spark")
+    assert sql.startswith("WITH f AS (") and "COALESCE((FALSE), FALSE)" in sql
+    assert "__d.who AS who" in sql and p.upsert.partials.ttl_ms == 3_600_000
+    joined = plan(
+        "SELECT f.*, d.region FROM a.feed AS f JOIN a.dim AS d ON f.name = d.name",
+        dimensions=["a.dim"],
+    )
+    assert "__d.region AS region" in joined._tree.sql(dialect="spark")
+
+
+def test_the_fingerprint_follows_the_config():
+    prints = {
+        plan().fingerprint,
+        plan(apply={**APPLY, "delete_when": "op IN ('d', 'x')"}).fingerprint,
+        plan(apply={**APPLY, "except_columns": []}).fingerprint,
+        plan(apply={**APPLY, "tombstone_ttl": "1 day"}).fingerprint,
+    }
+    assert len(prints) == 4
+
+
+@pytest.mark.parametrize(
+    "apply,key,sql,code,words",
+    [
+        ({"delete_when": "op = 'd'"}, ("id",), None, "SSV180", "sequence_by"),
+        ({**APPLY, "sequence": "seq"}, ("id",), None, "SSV180", "unknown keys sequence"),
+        ({**APPLY, "sequence_by": "version"}, ("id",), None, "SSV180", "'version' is not a column"),
+        ({**APPLY, "sequence_by": ["seq", "op"]}, ("id",), None, "SSV180", "one column"),
+        ({**APPLY, "except_columns": ["id"]}, ("id",), None, "SSV180", "names a unique_key"),
+        ({**APPLY, "except_columns": ["nope"]}, ("id",), None, "SSV180", "'nope' is not a column"),
+        ({**APPLY, "delete_when": "kind = 'd'"}, ("id",), None, "SSV180", "kind is not one"),
+        ({**APPLY, "delete_when": "op = "}, ("id",), None, "SSV180", "does not parse"),
+        ({**APPLY, "tombstone_ttl": "soon"}, ("id",), None, "SSV180", "tombstone_ttl"),
+        ({**APPLY, "scd_type": 3}, ("id",), None, "SSV180", "scd_type"),
+        ({**APPLY, "scd_type": 2}, ("id",), None, "SSV182", "not supported yet"),
+        (APPLY, None, None, "SSV130", "without a unique_key"),
+        (APPLY, ("nope",), None, "SSV180", "unique_key 'nope'"),
+        (
+            APPLY,
+            ("id",),
+            "SELECT id, MAX(seq) AS seq, 'u' AS op FROM a.feed GROUP BY id",
+            "SSV181",
+            "not a stream of change rows",
+        ),
+        (
+            APPLY,
+            ("id",),
+            "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY seq DESC) "
+            "AS rn FROM a.feed) WHERE rn = 1",
+            "SSV181",
+            "not a stream of change rows",
+        ),
+        ("seq", ("id",), None, "SSV180", "must be a mapping"),
+    ],
+)
+def test_refused(apply, key, sql, code, words):
+    with pytest.raises(SqlError) as e:
+        plan(sql or "SELECT * FROM a.feed", apply, key)
+    assert e.value.code == code and words in str(e.value), str(e.value)
+
+
+def test_only_an_upsert_table():
+    with pytest.raises(SqlError) as e:
+        plan(materialization="streaming_view")
+    assert e.value.code == "SSV180" and "upsert_table" in str(e.value)
+
+
+def test_not_with_state_ttl():
+    with pytest.raises(SqlError) as e:
+        plan(state_ttl="1 day")
+    assert e.value.code == "SSV180" and "tombstone_ttl" in str(e.value)
