@@ -1,17 +1,18 @@
-"""Benchmark: apply_changes (SCD type 1) against the plain keep-latest deduplication, on the same
-change events.
+"""Benchmark: apply_changes (SCD types 1 and 2) against the plain keep-latest deduplication, on
+the same change events.
 
 A source of change events (id over --keys keys, a unique seq, op: 20% inserts, 70% updates,
-10% deletes, a name and a DOUBLE price), shuffled within each append. Two upsert_table models
-read it (in process, dbtRunner, one SparkSession):
+10% deletes, a name and a DOUBLE price), shuffled within each append. Three upsert_table
+models read it (in process, dbtRunner, one SparkSession):
   * dedup: `ROW_NUMBER() OVER (PARTITION BY id ORDER BY seq DESC) = 1` with `state_ttl`, the
            latest row per key whatever its op (no deletes, no tombstones): the same partials
            machinery, the baseline;
-  * scd1:  `apply_changes={'sequence_by': 'seq', 'delete_when': "op = 'd'", ...}`.
+  * scd1:  `apply_changes={'sequence_by': 'seq', 'delete_when': "op = 'd'", ...}`;
+  * scd2:  the same with `'scd_type': 2` (a version per change).
 First the history (--history events, in versions of 1M) is built by `dbt run --full-refresh`
 of each, --repeat times; then each round appends 1% of it and refreshes each model (the order
-alternating). Prints events/s of each (events read / the `dbt run`'s time) and the ratio
-scd1 / dedup; both tables are checked against pandas at the end.
+alternating). Prints events/s of each (events read / the `dbt run`'s time) and the ratios
+to dedup; the tables are checked against pandas at the end.
 
 Run (from the repo root, with the project venv):
   .venv/bin/python bench/bench_apply_changes.py [--history 1000000] [--keys 100000] [--repeat 3]
@@ -58,8 +59,13 @@ FILES = {
         "'seq', 'delete_when': \"op = 'd'\", 'except_columns': ['op']}) }}\n"
         f"SELECT * FROM {SOURCE}\n"
     ),
+    "models/scd2.sql": (
+        "{{ config(materialized='upsert_table', unique_key='id', apply_changes={'sequence_by': "
+        "'seq', 'delete_when': \"op = 'd'\", 'except_columns': ['op'], 'scd_type': 2}) }}\n"
+        f"SELECT * FROM {SOURCE}\n"
+    ),
 }
-MODELS = ("dedup", "scd1")
+MODELS = ("dedup", "scd1", "scd2")
 
 
 def events(n: int, keys: int, first_seq: int, rng) -> pa.Table:
@@ -88,7 +94,15 @@ def check() -> int:
         want = want.sort_values("id")
         if list(got["id"]) != list(want["id"]) or list(got["seq"]) != list(want["seq"]):
             sys.exit(f"FAIL: {model} differs from pandas' last change per key")
-    return len(df[df["op"] != "d"])
+    versions = DeltaTable(os.path.join(WAREHOUSE, "bench", "scd2")).to_pandas()
+    current = versions[versions["__end_at"].isna()].sort_values("id")
+    live = df[df["op"] != "d"].sort_values("id")
+    if (
+        list(current["seq"]) != list(live["seq"])
+        or len(versions) != (DeltaTable(CHANGES).to_pandas()["op"] != "d").sum()
+    ):  # every sequence is unique: a version per insert or update
+        sys.exit("FAIL: scd2's versions are not one per change, or its current ones not scd1's")
+    return len(live)
 
 
 def main() -> None:
@@ -123,14 +137,13 @@ def main() -> None:
         f"{args.history:,} events over {args.keys:,} keys ({live:,} keys live at the end), "
         f"then +1% ({step:,} events) per refresh, medians of {args.repeat}:"
     )
-    print(
-        f"  history build:  dedup {build['dedup']:,.0f} events/s, scd1 {build['scd1']:,.0f} "
-        f"events/s, ratio scd1/dedup {build['scd1'] / build['dedup']:.2f}"
-    )
-    print(
-        f"  1% refresh:     dedup {med['dedup']:,.0f} events/s, scd1 {med['scd1']:,.0f} "
-        f"events/s, ratio scd1/dedup {med['scd1'] / med['dedup']:.2f}"
-    )
+    for label, rate in (("history build", build), ("1% refresh", med)):
+        print(
+            f"  {label}: "
+            + ", ".join(f"{m} {rate[m]:,.0f} events/s" for m in MODELS)
+            + f"; ratio scd1/dedup {rate['scd1'] / rate['dedup']:.2f}, "
+            f"scd2/dedup {rate['scd2'] / rate['dedup']:.2f}"
+        )
 
 
 if __name__ == "__main__":

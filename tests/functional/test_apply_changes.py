@@ -73,6 +73,33 @@ def oracle(events: list[tuple]) -> list[tuple]:
     return sorted(((e[0], e[1], e[3], e[4]) for _, e in kept.values() if e[2] != "d"), key=str)
 
 
+def history(events: list[tuple]) -> list[tuple]:
+    """The SCD 2 table of `events`: per id and seq the event ranked as in `oracle`; per id in
+    seq order, a version (id, seq, name, price, __start_at, __end_at) of each that is not a
+    delete, ended by the next one's seq (NULL: the current version)."""
+    kept: dict = {}
+    for e in events:
+        if e[1] is None:
+            continue
+        rank = (e[2] == "d", *map(_order, e))
+        if (e[0], e[1]) not in kept or rank > kept[(e[0], e[1])][0]:
+            kept[(e[0], e[1])] = (rank, e)
+    by_id: dict = {}
+    for _, e in kept.values():
+        by_id.setdefault(e[0], []).append(e)
+    out = []
+    for changes in by_id.values():
+        changes.sort(key=lambda e: e[1])
+        for e, after in zip(changes, changes[1:] + [None], strict=True):
+            if e[2] != "d":
+                out.append((e[0], e[1], e[3], e[4], e[1], after[1] if after else None))
+    return sorted(out, key=str)
+
+
+def source_events(path: str) -> list[tuple]:
+    return [tuple(r.values()) for r in DeltaTable(path).to_pyarrow_table().to_pylist()]
+
+
 class Feed:
     """Change events of a seeded generator over a few keys: each key's events get increasing
     sequence numbers when made, but they are appended shuffled, some held back for a later
@@ -120,26 +147,33 @@ class Feed:
         return events
 
 
-def cdf_replay(path: str) -> list[tuple]:
-    """The table replayed from Delta's change data feed (from version 0)."""
+def cdf_replay(path: str, key=(0,)) -> list[tuple]:
+    """The table replayed from Delta's change data feed (from version 0), by the columns at
+    positions `key`."""
     table: dict = {}
     changes = pa.table(DeltaTable(path).load_cdf(starting_version=0).read_all()).to_pylist()
     changes.sort(
         key=lambda c: (c["_commit_version"], c["_change_type"] in ("insert", "update_postimage"))
     )
     for c in changes:
-        row = (c["id"], c["seq"], c["name"], c["price"])
+        row = tuple(v for n, v in c.items() if not n.startswith("_") or n.startswith("__"))
+        k = tuple(row[i] for i in key)
         if c["_change_type"] in ("delete", "update_preimage"):
-            assert table.pop(row[0]) == row
+            assert table.pop(k) == row
         else:
-            table[row[0]] = row
+            table[k] = row
     return sorted(table.values(), key=str)
 
 
 class TestApplyChanges:
     @pytest.fixture(scope="class")
     def models(self):
-        return equivalence_project(SOURCES, {"customers": MODEL.replace("TTL", "")})
+        scd2 = MODEL.replace("TTL", "").replace(
+            "'except_columns'", "'scd_type': 2, 'except_columns'"
+        )
+        return equivalence_project(
+            SOURCES, {"customers": MODEL.replace("TTL", ""), "customers_history": scd2}
+        )
 
     def test_random_feed_over_runs(self, project):
         source, out = table_path(project, "changes"), table_path(project, "customers")
@@ -154,18 +188,38 @@ class TestApplyChanges:
             assert replay(log) == expected
             assert cdf_replay(out) == expected
             ops |= {r[-3] for r in log}
-            assert [r.status for r in run_dbt(["test"])] == ["pass"]
+            self.check_history(project, feed.all)
+            assert [r.status for r in run_dbt(["test"])] == ["pass", "pass"]
         assert ops == {"+I", "-U", "+U", "-D"}
         assert [c.name for c in DeltaTable(out).schema().fields] == ["id", "seq", "name", "price"]
+        # out-of-order changes end versions already written (-U/+U of their __end_at)
+        assert {"+I", "-U", "+U"} <= {
+            r[-3] for r in changelog(table_path(project, "customers_history"))
+        }
+
+    @staticmethod
+    def check_history(project, events: list[tuple]) -> None:
+        """The SCD 2 table equals `history`, and so do its changelog's and CDF's replays."""
+        out = table_path(project, "customers_history")
+        expected = history(events)
+        assert rows(out) == expected
+        assert sorted(replay(changelog(out), (0, 4)), key=str) == expected
+        assert cdf_replay(out, (0, 4)) == expected
 
     def test_older_events_change_nothing(self, project):
         """Events older than a key's applied one, a delete too, arriving in a later run."""
         source, out = table_path(project, "changes"), table_path(project, "customers")
-        before, changes = rows(out), len(changelog(out))
-        old = [(k, 0, op, "stale", 1.0) for k in range(12) for op in ("u", "d")]
+        history_path = table_path(project, "customers_history")
+        before, changes, versions = rows(out), len(changelog(out)), len(rows(history_path))
+        old = [(k, 0, "u", "stale", 1.0) for k in range(12)]
+        old += [(k, 0, "d", None, None) for k in range(0, 12, 2)]  # a tie: the delete wins
         append_changes(source, old)
         run_dbt(["run"])
         assert rows(out) == before and len(changelog(out)) == changes
+        # in the history: a first version of the odd keys, ended where the next one starts
+        self.check_history(project, source_events(source))
+        assert len(rows(history_path)) == versions + 6
+        assert [r.status for r in run_dbt(["test"])] == ["pass", "pass"]
 
 
 class TestTombstones:
@@ -201,23 +255,23 @@ class TestTombstones:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "fault",
+    "fault,scd",
     [
-        "during_write@1",  # the changelog committed, the table not
-        pytest.param("after_delta_commit@1", marks=pytest.mark.full),  # the partials not
+        ("during_write@1", 1),  # the changelog committed, the table not
+        pytest.param("after_delta_commit@1", 1, marks=pytest.mark.full),  # the partials not
+        ("after_delta_commit@1", 2),
+        pytest.param("during_write@1", 2, marks=pytest.mark.full),
     ],
 )
-def test_crash_then_rerun(tmp_path, fault):
+def test_crash_then_rerun(tmp_path, fault, scd):
     """`dbt run` killed at a commit point of an apply_changes batch, then run again after one
     more append: the table equals the oracle and each change is logged once."""
     from dbt.adapters.spark_streaming.faults import EXIT_CODE
 
     from .test_exactly_once import dbt_run, write_project
 
-    write_project(
-        tmp_path,
-        MODEL.replace("TTL", "").replace("source('raw', 'changes')", "source('feed', 'events')"),
-    )
+    model = MODEL.replace("TTL", f", 'scd_type': {scd}")
+    write_project(tmp_path, model.replace("source('raw', 'changes')", "source('feed', 'events')"))
     project, source = str(tmp_path / "project"), str(tmp_path / "feed" / "events")
     out = str(tmp_path / "warehouse" / "crash" / "per_item")
     feed = Feed(seed=7)
@@ -229,8 +283,8 @@ def test_crash_then_rerun(tmp_path, fault):
     append_changes(source, feed.batch(60))
     rerun = dbt_run(project)
     assert rerun.returncode == 0, rerun.stdout[-3000:]
-    expected = oracle(feed.all)
+    expected, key = (oracle(feed.all), 1) if scd == 1 else (history(feed.all), (0, 4))
     assert rows(out) == expected
     log = changelog(out)
-    assert len({(r[0], r[-3], r[-2]) for r in log}) == len(log), "a change was logged twice"
-    assert replay(log) == expected
+    assert len({r[:-1] for r in log}) == len(log), "a change was logged twice"
+    assert sorted(replay(log, key), key=str) == expected

@@ -261,15 +261,15 @@ BAD_MODELS = {
         "SSV181",
         "change rows",
     ),
-    "apply_changes_scd2": (
+    "apply_changes_track_history": (
         UP.replace(
             "'upsert_table'",
             "'upsert_table', unique_key='item', "
-            "apply_changes={'sequence_by': 'bidtime', 'scd_type': 2}",
+            "apply_changes={'sequence_by': 'bidtime', 'track_history_columns': ['price']}",
         )
         + f"SELECT * FROM {BIDS}",
         "SSV182",
-        "scd_type: 1",
+        "track_history_columns",
     ),
     # wrong config values and types
     "apply_changes_unknown_column": (

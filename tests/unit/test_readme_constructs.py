@@ -130,6 +130,10 @@ EXAMPLES = {
         "SELECT * FROM a.bids",
         {"unique_key": ["item"], "apply_changes": {"sequence_by": "bidtime"}},
     ),
+    "change feed kept as history (apply_changes, SCD type 2)": (
+        "SELECT * FROM a.bids",
+        {"unique_key": ["item"], "apply_changes": {"sequence_by": "bidtime", "scd_type": 2}},
+    ),
 }
 ROW = re.compile(r"^\| (?P<construct>[^|]+?) \| (?P<view>[^|]+?) \| (?P<upsert>[^|]+?) \|$")
 
@@ -154,7 +158,10 @@ def outcome(example, materialization: str) -> str:
             schemas=SCHEMAS,
             watermark_delay="1 minute",
             materialization=materialization,
-            state_ttl="1 day" if materialization == "upsert_table" else None,
+            # apply_changes keeps its own state (and refuses state_ttl)
+            state_ttl="1 day"
+            if materialization == "upsert_table" and "apply_changes" not in config
+            else None,
             **config,
         )
     except SqlError as e:

@@ -57,14 +57,31 @@ def test_without_deletes_projections_and_ctes():
     assert "__d.region AS region" in joined._tree.sql(dialect="spark")
 
 
+def test_scd2_versions():
+    p = plan(apply={**APPLY, "scd_type": 2})
+    assert p.upsert.unique_key == ("Id", "__start_at") and p.upsert.rank_keys == ("__k0",)
+    # partials per key and sequence, never expiring; the versions of the touched keys
+    assert p.upsert.partials.keys == ("__k0", "__k1") and p.upsert.partials.ttl_ms > 10**12
+    assert TOMBSTONE not in p.upsert.partials.merge_sql
+    assert p.rank_sql_for("R") == (
+        "SELECT Id AS Id, seq AS seq, name AS name, __start_at AS __start_at, "
+        "LEAD(__start_at) OVER (PARTITION BY Id ORDER BY __start_at NULLS LAST) AS __end_at, "
+        "NOT __deleted AS __keep FROM R AS __rank_input"
+    )
+    oracle = p.emitted_sql({"a.feed": "X"}, 0)
+    assert oracle.startswith("SELECT * EXCEPT (__keep) FROM (SELECT Id AS Id")
+    assert oracle.endswith("GROUP BY Id, seq) AS __rank_input) AS __kept WHERE __keep")
+
+
 def test_the_fingerprint_follows_the_config():
     prints = {
         plan().fingerprint,
         plan(apply={**APPLY, "delete_when": "op IN ('d', 'x')"}).fingerprint,
         plan(apply={**APPLY, "except_columns": []}).fingerprint,
         plan(apply={**APPLY, "tombstone_ttl": "1 day"}).fingerprint,
+        plan(apply={**APPLY, "scd_type": 2}).fingerprint,
     }
-    assert len(prints) == 4
+    assert len(prints) == 5
 
 
 @pytest.mark.parametrize(
@@ -80,7 +97,8 @@ def test_the_fingerprint_follows_the_config():
         ({**APPLY, "delete_when": "op = "}, ("id",), None, "SSV180", "does not parse"),
         ({**APPLY, "tombstone_ttl": "soon"}, ("id",), None, "SSV180", "tombstone_ttl"),
         ({**APPLY, "scd_type": 3}, ("id",), None, "SSV180", "scd_type"),
-        ({**APPLY, "scd_type": 2}, ("id",), None, "SSV182", "not supported yet"),
+        ({**APPLY, "track_history_columns": ["name"]}, ("id",), None, "SSV182", "not supported"),
+        ({**APPLY, "scd_type": 2, "tombstone_ttl": "1 day"}, ("id",), None, "SSV180", "expires"),
         (APPLY, None, None, "SSV130", "without a unique_key"),
         (APPLY, ("nope",), None, "SSV180", "unique_key 'nope'"),
         (

@@ -1,4 +1,5 @@
-"""``apply_changes``: an upsert_table that applies a feed of change rows by key (SCD type 1).
+"""``apply_changes``: an upsert_table that applies a feed of change rows by key: its current
+state (SCD type 1) or its history (SCD type 2, ``_versions`` below).
 
     config(materialized='upsert_table', unique_key='id',
            apply_changes={'sequence_by': 'seq', 'delete_when': "op = 'd'",
@@ -43,13 +44,21 @@ from .analysis import Classification, table_key
 from .errors import SqlError
 from .intervals import parse_duration
 from .state import TOMBSTONE, PartialsSpec
-from .upsert import KEEP_COLUMN
+from .upsert import KEEP_COLUMN, RANK_INPUT
 
 SEQ_FIELD, DELETED_FIELD = "__seq", "__deleted"  # the kept row's sequence and delete flag
 CHANGES = "__changes"  # the query's change rows, as a derived table
 ROW = "__d"  # the kept row of a key, as a struct (and its derived table)
 DEFAULT_TOMBSTONE_TTL = "2 days"
-KNOWN = ("sequence_by", "delete_when", "scd_type", "except_columns", "tombstone_ttl")
+KNOWN = (
+    "sequence_by",
+    "delete_when",
+    "scd_type",
+    "except_columns",
+    "tombstone_ttl",
+    "track_history_columns",
+)
+START, END = "__start_at", "__end_at"  # scd_type 2: the version's sequence, the next change's
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,21 @@ class ApplyChanges:
     delete_when: Optional[str]
     except_columns: Tuple[str, ...]
     tombstone_ttl_us: int
+    scd_type: int
+
+
+@dataclass
+class Rewritten:
+    """An apply_changes query rewritten: `tree` (scd_type 1: the query; 2: the aggregate kept
+    as partials per key and sequence), its unique key, and for scd_type 2 the query that
+    computes the versions of the keys a micro-batch touches (over RANK_INPUT: sql/aggtopn.py's
+    re-ranking), the oracle (the whole query) and the partition keys (partials columns)."""
+
+    tree: exp.Select
+    unique_key: Tuple[str, ...]
+    versions: Optional[exp.Select] = None
+    oracle: Optional[exp.Expr] = None
+    partition: Tuple[str, ...] = ()
 
 
 def _config_error(what: str, why: str, fix: str, node: Optional[exp.Expr] = None) -> SqlError:
@@ -79,7 +103,8 @@ def parse_apply_changes(
     value: Any, materialization: str = "upsert_table", state_ttl: Optional[str] = None
 ) -> Optional[ApplyChanges]:
     """The ``apply_changes`` config (None if unset); SSV180 for a malformed one or one beside
-    ``state_ttl`` or on a streaming_view, SSV182 for ``scd_type: 2`` (not built yet)."""
+    ``state_ttl`` or on a streaming_view, SSV182 for ``track_history_columns`` (not built
+    yet)."""
     if value is None:
         return None
     if materialization != "upsert_table":
@@ -108,18 +133,23 @@ def parse_apply_changes(
             "Remove or rename them.",
         )
     scd = value.get("scd_type", 1)
-    if scd == 2 or scd == "2":
+    if scd not in (1, 2, "1", "2"):
+        raise _config_error(
+            f"apply_changes scd_type is {scd!r}", "it must be 1 or 2", "Set scd_type: 1 or 2."
+        )
+    if "track_history_columns" in value:
         raise SqlError(
             "SSV182",
-            "apply_changes with scd_type 2 is not supported yet",
-            "keeping every version of a key (__start_at, __end_at) is not built yet; scd_type 1 "
-            "keeps each key's current row",
-            "Use scd_type: 1, or keep the versions by appending the change rows to a "
-            "streaming_view.",
+            "apply_changes track_history_columns is not supported yet",
+            "every change of any column makes a new version",
+            "Remove track_history_columns; select the columns whose history you keep into "
+            "this model and the others into an scd_type 1 model.",
         )
-    if scd not in (1, "1"):
+    if int(scd) == 2 and "tombstone_ttl" in value:
         raise _config_error(
-            f"apply_changes scd_type is {scd!r}", "it must be 1 or 2", "Set scd_type: 1."
+            "apply_changes tombstone_ttl with scd_type 2",
+            "scd_type 2 keeps every version and every delete: nothing expires",
+            "Remove tombstone_ttl.",
         )
     sequence_by = value["sequence_by"]
     if not isinstance(sequence_by, str) or not sequence_by:
@@ -151,6 +181,7 @@ def parse_apply_changes(
         delete_when,
         _names(value.get("except_columns") or [], "except_columns"),
         ttl_us,
+        int(scd),
     )
 
 
@@ -206,8 +237,8 @@ def rewrite_apply_changes(
     apply: ApplyChanges,
     unique_key: Optional[Sequence[str]],
     schemas: Mapping[str, Mapping[str, str]],
-) -> Tuple[exp.Select, Tuple[str, ...]]:
-    """The query that keeps each key's last change (module docstring), and its unique key."""
+) -> Rewritten:
+    """The query that keeps each key's last change, or its versions (module docstring)."""
     if not unique_key:
         raise SqlError(
             "SSV130",
@@ -259,40 +290,114 @@ def rewrite_apply_changes(
                 "Write a boolean SQL expression over those columns, such as \"op = 'd'\".",
             )
     fields: List[exp.Expr] = [
-        exp.alias_(exp.column(exp.to_identifier(seq)), SEQ_FIELD),
-        exp.alias_(exp.func("COALESCE", exp.Paren(this=deleted), exp.false()), DELETED_FIELD),
+        _alias(_col(seq), SEQ_FIELD),
+        _alias(exp.func("COALESCE", exp.Paren(this=deleted), exp.false()), DELETED_FIELD),
     ]
-    fields += [exp.alias_(exp.column(exp.to_identifier(c)), exp.to_identifier(c)) for c in columns]
+    fields += [_alias(_col(c), c) for c in columns]
     with_ = query.args.get("with_")
     if with_ is not None:  # the CTEs go to the top, where Spark takes them
         query.set("with_", None)
-    kept = (
-        exp.Select(expressions=[exp.alias_(exp.Max(this=exp.Struct(expressions=fields)), ROW)])
-        .from_(exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(CHANGES))))
-        .where(exp.Not(this=exp.Is(this=exp.column(exp.to_identifier(seq)), expression=exp.Null())))
-        .group_by(*[exp.column(exp.to_identifier(k)) for k in keys])
+    kept = exp.Max(this=exp.Struct(expressions=fields))
+    changes = exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(CHANGES)))
+    not_null = exp.Not(this=exp.Is(this=_col(seq), expression=exp.Null()))
+    shown = [c for c in columns if c.lower() not in dropped]
+    if apply.scd_type == 2:
+        return _versions(kept, changes, not_null, keys, seq, shown, with_)
+    per_key = (
+        exp.Select(expressions=[exp.alias_(kept, ROW)])
+        .from_(changes)
+        .where(not_null)
+        .group_by(*[_col(k) for k in keys])
     )
-    shown: List[exp.Expr] = [
-        exp.alias_(
-            exp.Dot(this=exp.column(ROW), expression=exp.to_identifier(c)), exp.to_identifier(c)
-        )
-        for c in columns
-        if c.lower() not in dropped
-    ]
-    shown.append(
-        exp.alias_(
-            exp.Not(
-                this=exp.Dot(this=exp.column(ROW), expression=exp.to_identifier(DELETED_FIELD))
-            ),
-            KEEP_COLUMN,
-        )
-    )
-    top = exp.Select(expressions=shown).from_(
-        exp.Subquery(this=kept, alias=exp.TableAlias(this=exp.to_identifier(ROW)))
-    )
+    top = exp.Select(
+        expressions=[_alias(exp.Dot(this=exp.column(ROW), expression=_id(c)), c) for c in shown]
+        + [
+            _alias(
+                exp.Not(this=exp.Dot(this=exp.column(ROW), expression=_id(DELETED_FIELD))),
+                KEEP_COLUMN,
+            )
+        ]
+    ).from_(exp.Subquery(this=per_key, alias=exp.TableAlias(this=_id(ROW))))
     if with_ is not None:
         top.set("with_", with_)
-    return top, keys
+    return Rewritten(top, keys)
+
+
+def _versions(
+    kept: exp.Expr,
+    changes: exp.Expr,
+    not_null: exp.Expr,
+    keys: Tuple[str, ...],
+    seq: str,
+    shown: List[str],
+    with_: Optional[exp.Expr],
+) -> Rewritten:
+    """scd_type 2: the last change per key and sequence, kept as partials (the tree)::
+
+        SELECT k, seq AS __start_at, MAX(STRUCT(...)).c1 AS c1, ..., MAX(...).__deleted
+        FROM (<query>) AS __changes WHERE seq IS NOT NULL GROUP BY k, seq
+
+    and the versions of a key, from all its rows of that (the touched keys', re-read from the
+    partials by runtime/partials.py reranked)::
+
+        SELECT c1, ..., __start_at, LEAD(__start_at) OVER (PARTITION BY k ORDER BY __start_at)
+               AS __end_at, NOT __deleted AS __keep FROM RANK_INPUT
+
+    A delete's row is not kept (``__keep`` false: a version at its sequence is deleted) and
+    ends the version before it."""
+    grouped = {k.lower() for k in (*keys, seq)}  # (the group keys: as themselves)
+    values = [c for c in shown if c.lower() not in grouped]
+    aggregate = (
+        exp.Select(
+            expressions=[_alias(_col(k), k) for k in keys]
+            + [_alias(_col(seq), START)]
+            + ([_alias(_col(seq), seq)] if seq in shown else [])
+            + [_alias(exp.Dot(this=kept.copy(), expression=_id(c)), c) for c in values]
+            + [_alias(exp.Dot(this=kept.copy(), expression=_id(DELETED_FIELD)), DELETED_FIELD)]
+        )
+        .from_(changes)
+        .where(not_null)
+        .group_by(*[_col(k) for k in keys], _col(seq))
+    )
+    lead = exp.Window(
+        this=exp.func("LEAD", _col(START)),
+        partition_by=[_col(k) for k in keys],
+        order=exp.Order(expressions=[exp.Ordered(this=_col(START))]),
+    )
+    versions = exp.Select(
+        expressions=[_alias(_col(c), c) for c in shown]
+        + [_alias(_col(START), START), _alias(lead, END)]
+        + [_alias(exp.Not(this=_col(DELETED_FIELD)), KEEP_COLUMN)]
+    ).from_(exp.to_table(RANK_INPUT))
+    whole = versions.copy()
+    whole.set(
+        "from_",
+        exp.From(
+            this=exp.Subquery(this=aggregate.copy(), alias=exp.TableAlias(this=_id(RANK_INPUT)))
+        ),
+    )
+    oracle = (
+        exp.select(exp.Star(except_=[_col(KEEP_COLUMN)]))
+        .from_(exp.Subquery(this=whole, alias=exp.TableAlias(this=_id("__kept"))))
+        .where(_col(KEEP_COLUMN))
+    )
+    if with_ is not None:
+        aggregate.set("with_", with_)
+        oracle.set("with_", with_.copy())
+    partition = tuple(f"__k{i}" for i in range(len(keys)))
+    return Rewritten(aggregate, (*keys, START), versions, oracle, partition)
+
+
+def _id(name: str) -> exp.Identifier:
+    return exp.to_identifier(name)
+
+
+def _col(name: str) -> exp.Column:
+    return exp.column(_id(name))
+
+
+def _alias(node: exp.Expr, name: str) -> exp.Expr:
+    return exp.alias_(node, _id(name))
 
 
 def keep_tombstones(spec: PartialsSpec) -> PartialsSpec:

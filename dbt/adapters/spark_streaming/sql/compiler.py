@@ -415,11 +415,20 @@ def compile_query(
                 node,
             )
     check_joins(tree, {id(j.scope) for j in joins} | {id(j.scope) for j in bounded}, dimensions)
+    ranked: Optional[exp.Expr] = None  # the whole query, when the stream computes a part of it
     if apply is not None:
         refuse_stateful(cls, bool(topns or found or joins or bounded))
-        tree, keys = rewrite_apply_changes(tree, apply, unique_key, schemas)
-        upsert: Optional[UpsertSpec] = UpsertSpec(keys, UPDATE, KEEP_COLUMN)
-        ttl_us = apply.tombstone_ttl_us
+        rewritten = rewrite_apply_changes(tree, apply, unique_key, schemas)
+        tree, ranked = rewritten.tree, rewritten.oracle
+        versions = rewritten.versions  # scd_type 2: re-ranked as sql/aggtopn.py's Top-N
+        upsert: Optional[UpsertSpec] = UpsertSpec(
+            rewritten.unique_key,
+            UPDATE,
+            KEEP_COLUMN,
+            rank_sql=None if versions is None else _generate(versions),
+            rank_keys=rewritten.partition or None,
+        )
+        ttl_us = apply.tombstone_ttl_us if apply.scd_type == 1 else NEVER_EXPIRES_US
     else:
         upsert = (
             analyse_upsert(tree, cls, found, topns, unique_key, emit_early)
@@ -455,7 +464,6 @@ def compile_query(
     if bounded:
         assert delay_us is not None  # SSV105 above
         rewrite_interval_joins(bounded, schemas, delay_us)
-    ranked: Optional[exp.Expr] = None
     if found and (found[0].limit != 1 or ranked_aggregate(found[0]) is not None):  # a Top-N
         assert upsert is not None  # (analyse_upsert refused a dedup without limit)
         agg = ranked_aggregate(found[0])
@@ -479,7 +487,7 @@ def compile_query(
     if scope is not None:
         assert ttl_us is not None and upsert is not None  # (a scope is returned only then)
         stream, partials = split_aggregate(tree, scope, ttl_us // 1000)
-        if apply is not None:
+        if apply is not None and apply.scd_type == 1:
             partials = keep_tombstones(partials)
         upsert = replace(upsert, partials=partials)
     spark_sql = _generate(stream or tree)
