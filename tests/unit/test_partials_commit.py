@@ -1,11 +1,14 @@
 """The state_ttl partials table (delta/partials.py), with delta-rs only: NULL keys match,
-expired partials are deleted, and every batch records its app transaction, even one that
-changes nothing (it is what says the batch is done)."""
+expired partials are deleted (apply_changes: only tombstones), and every batch records its app
+transaction, even one that changes nothing (it is what says the batch is done); a re-ranked
+batch's rows, one per key (runtime/partials.py)."""
 
 import pyarrow as pa
 from deltalake import DeltaTable
 
 from dbt.adapters.spark_streaming.delta.partials import PartialsCommitter
+from dbt.adapters.spark_streaming.runtime.partials import _first_per_key
+from dbt.adapters.spark_streaming.sql.state import TOMBSTONE
 
 
 def partials(keys, counts, updated_ms):
@@ -32,3 +35,23 @@ def test_merge_expire_and_record_every_batch(tmp_path):
     assert c.committed(1) and not c.committed(2)
     c.commit(partials([None], [5], 300), 2, cutoff_ms=200)  # NULL key updated, idle "a" expired
     assert stored(c) == [(None, 5, 300)] and c.committed(2)
+
+
+def test_only_tombstones_expire(tmp_path):
+    """apply_changes: a stored row with TOMBSTONE (a deleted key) expires; a live key's never."""
+    c = PartialsCommitter(str(tmp_path), "app", ["__k0"])
+    first = partials(["live", "gone"], [1, 2], 100)
+    c.commit(first.append_column(TOMBSTONE, pa.array([False, True])), 0, cutoff_ms=0)
+    later = partials(["new"], [3], 300).append_column(TOMBSTONE, pa.array([False]))
+    c.commit(later, 1, cutoff_ms=200)  # both idle since 100: only the tombstone goes
+    assert stored(c) == [("live", 1, 100), ("new", 3, 300)]
+
+
+def test_first_per_key():
+    """The batch's merged partials first, then the stored ones of other keys (NULL matches)."""
+    rows = pa.table({"__k0": ["b", None, "b", "a", None], "__p0": [3, 7, 1, 2, 8]})
+    assert _first_per_key(rows, ["__k0"]).to_pylist() == [
+        {"__k0": "b", "__p0": 3},
+        {"__k0": None, "__p0": 7},
+        {"__k0": "a", "__p0": 2},
+    ]

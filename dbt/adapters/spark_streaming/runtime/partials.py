@@ -8,6 +8,7 @@ Arrow), and the query's projection of the merged partials."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
@@ -77,7 +78,11 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
         )
         restarted = set(key_tuples(again, result_keys))
     rows = rows.toArrow()
-    flags = pa.array([k in restarted for k in key_tuples(rows, result_keys)], pa.bool_())
+    flags = (
+        pa.array([k in restarted for k in key_tuples(rows, result_keys)], pa.bool_())
+        if restarted
+        else pa.repeat(False, rows.num_rows)
+    )
     return rows.append_column(RESTARTED_FLAG, flags), merged, len(restarted)
 
 
@@ -94,21 +99,30 @@ def reranked(plan, spark, merged: pa.Table, table_path: str, name: str, rank) ->
         stored = (  # no PARTITION BY: every key is ranked together
             rows_with_keys(table, partition, touched) if partition else table.to_pyarrow_table()
         )
-        wanted = set(key_tuples(touched, partition)) if partition else {()}
-        batch_keys = set(key_tuples(merged, keys))
-        parts = key_tuples(stored, partition) if partition else [()] * stored.num_rows
-        mask = [
-            p in wanted and k not in batch_keys
-            for p, k in zip(parts, key_tuples(stored, keys), strict=True)
-        ]
-        stored = stored.filter(pa.array(mask, pa.bool_())).select(merged.schema.names)
+        if len(partition) > 1:  # rows_with_keys gave a superset: the touched partitions only
+            wanted = set(key_tuples(touched, partition))
+            parts = key_tuples(stored, partition)
+            stored = stored.filter(pa.array([p in wanted for p in parts], pa.bool_()))
         if stored.num_rows:
-            rows = pa.concat_tables([merged, stored.cast(merged.schema)])
+            rows = _first_per_key(
+                pa.concat_tables([merged, stored.select(merged.schema.names).cast(merged.schema)]),
+                keys,
+            )
     result = _step(plan, "final", spark.createDataFrame(rows), name)
     top = rank(plan, result, name).toArrow()
-    if plan.upsert.keep_column is not None:  # RANK / DENSE_RANK: keyed by group, leavers deleted
+    # RANK / DENSE_RANK: keyed by group, leavers deleted (none when every group is ranked)
+    if plan.upsert.keep_column is not None and top.num_rows < rows.num_rows:
         top = _with_leavers(top, result, table_path, plan.upsert)
     return top.append_column(RESTARTED_FLAG, pa.array([False] * top.num_rows, pa.bool_()))
+
+
+def _first_per_key(rows: pa.Table, keys: list[str]) -> pa.Table:
+    """The first row of each key of `rows` (NULL keys match), in Arrow: the batch's merged
+    partials come first, so a key's stored partials are left out where the batch has it."""
+    index = "__dss_row"
+    rows = rows.append_column(index, pa.array(np.arange(rows.num_rows)))
+    first = rows.group_by(keys, use_threads=False).aggregate([(index, "min")])
+    return rows.take(np.sort(first.column(f"{index}_min").to_numpy())).drop_columns([index])
 
 
 def _with_leavers(top: pa.Table, result, table_path: str, upsert) -> pa.Table:
