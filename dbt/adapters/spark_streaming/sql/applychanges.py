@@ -155,7 +155,7 @@ def parse_apply_changes(
     if not isinstance(sequence_by, str) or not sequence_by:
         raise _config_error(
             f"apply_changes sequence_by is {sequence_by!r}",
-            "it must be one column (order by several as a STRUCT computed in the query)",
+            "it must be one column (scd_type 1 may order by a STRUCT computed in the query)",
             "Set sequence_by to one column name.",
         )
     delete_when = value.get("delete_when")
