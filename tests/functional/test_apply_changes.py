@@ -234,8 +234,11 @@ class TestTombstones:
 
     def test_tombstone_ttl(self, project):
         source, out = table_path(project, "changes"), table_path(project, "customers")
+        log = f"{out}/_dbt_streaming/changelog"
         append_changes(
-            source, [(1, 1, "i", "a", 1.0), (1, 5, "d", None, None), (2, 5, "i", "b", 2.0)]
+            source,
+            [(1, 1, "i", "a", 1.0), (1, 5, "d", None, None), (2, 5, "i", "b", 2.0)]
+            + [(3, 6, "i", "c", 3.0), (3, 9, "d", None, None)],
         )
         run_dbt(["run"])
         assert rows(out) == [(2, 5, "b", 2.0)]
@@ -244,13 +247,30 @@ class TestTombstones:
         assert rows(out) == [(2, 5, "b", 2.0)]
         time.sleep(16)
         append_changes(source, [(1, 4, "u", "later", 4.0), (2, 1, "u", "old", 0.0)])
-        run_dbt(["run"])
+        run_dbt(["run"])  # and key 3's expired tombstone is dropped
         # key 1's tombstone expired: its older change is applied; key 2 is live: kept
         assert rows(out) == [(1, 4, "later", 4.0), (2, 5, "b", 2.0)]
-        restarted = DeltaTable(f"{out}/_dbt_streaming/changelog").to_pyarrow_table().to_pylist()
-        assert [(r["id"], r["_op"]) for r in restarted if r["_restarted"]] == [(1, "+I")]
-        _, log = run_dbt_and_capture(["test"])
-        assert "1 keys left out: restarted after tombstone_ttl" in log
+        marked = DeltaTable(log).to_pyarrow_table().to_pylist()
+        assert [(r["id"], r["_op"]) for r in marked if r["_restarted"]] == [(1, "+I")]
+        # key 3, whose tombstone (sequence 9) was dropped: an older delete stores a tombstone
+        # of its own and logs nothing, then an older update inserts the key, marked restarted
+        # although its sequence is higher than that tombstone's; a new key (sequence above
+        # every dropped tombstone's) is not marked
+        append_changes(source, [(3, 7, "d", None, None)])
+        run_dbt(["run"])
+        append_changes(source, [(3, 8, "u", "late", 8.0), (4, 10, "i", "d", 4.0)])
+        run_dbt(["run"])
+        assert rows(out) == [(1, 4, "later", 4.0), (2, 5, "b", 2.0)] + [
+            (3, 8, "late", 8.0),
+            (4, 10, "d", 4.0),
+        ]
+        marked = DeltaTable(log).to_pyarrow_table().to_pylist()
+        assert sorted((r["id"], r["_op"]) for r in marked if r["_restarted"]) == [
+            (1, "+I"),
+            (3, "+I"),
+        ]
+        _, shown = run_dbt_and_capture(["test"])
+        assert "2 keys left out: restarted after tombstone_ttl" in shown
 
 
 @pytest.mark.slow

@@ -281,6 +281,25 @@ BAD_MODELS = {
         "SSV180",
         "bidtime",
     ),
+    "apply_changes_qualified_delete_when": (
+        UP.replace(
+            "'upsert_table'",
+            "'upsert_table', unique_key='item', "
+            "apply_changes={'sequence_by': 'bidtime', 'delete_when': \"b.price < 0\"}",
+        )
+        + f"SELECT b.* FROM {BIDS} AS b",
+        "SSV180",
+        "qualifies the column b.price",
+    ),
+    "apply_changes_struct_sequence_scd2": (
+        UP.replace(
+            "'upsert_table'",
+            "'upsert_table', unique_key='item', apply_changes={'sequence_by': 'v', 'scd_type': 2}",
+        )
+        + f"SELECT *, STRUCT(bidtime, price) AS v FROM {BIDS}",
+        "SSV180",
+        "scalar",
+    ),
     "negative_delay": (
         "{{ config(materialized='streaming_view', watermark_delay='-1 minute') }} " + AGG,
         "SSV110",

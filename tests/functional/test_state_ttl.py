@@ -90,3 +90,20 @@ class TestStateTtl:
         # The batch query counts Mary's 4 clicks; the restarted key is left out, the rest is equal.
         _, shown = run_dbt_and_capture(["test"])
         assert "1 keys left out: restarted after state_ttl" in shown and "equal" in shown
+
+        # Bob's expired partials were deleted by the last batch, which did not touch him: his
+        # next click starts afresh all the same, and is marked although his row (the same click
+        # time again) does not change.
+        append_clicks(source, [("Bob", "2020-01-01 12:00:01", "./cart")])
+        run_dbt(["run"])
+        assert [r[:2] for r in rows(out)] == [("Bob", 1), ("Liz", 1), ("Mary", 1)]
+        log = (
+            DeltaTable(os.path.join(out, "_dbt_streaming", "changelog"))
+            .to_pyarrow_table()
+            .to_pylist()
+        )
+        marked = sorted((r["user"], r["cnt"], r["_op"]) for r in log if r["_restarted"])
+        assert marked == [("Bob", 1, "+U"), ("Bob", 1, "-U"), ("Mary", 1, "+U"), ("Mary", 3, "-U")]
+        assert replay(changelog(out)) == sorted(rows(out), key=str)
+        _, shown = run_dbt_and_capture(["test"])
+        assert "2 keys left out: restarted after state_ttl" in shown and "equal" in shown

@@ -47,6 +47,24 @@ def test_only_tombstones_expire(tmp_path):
     assert stored(c) == [("live", 1, 100), ("new", 3, 300)]
 
 
+def test_marker_row_apart(tmp_path):
+    """apply_changes: the marker row (TOMBSTONE NULL, runtime/partials.py) is matched only by a
+    marker, never expires, and a new one replaces it, whatever its key."""
+    c = PartialsCommitter(str(tmp_path), "app", ["__k0"])
+
+    def rows(keys, counts, updated_ms, tombstones):
+        return partials(keys, counts, updated_ms).append_column(
+            TOMBSTONE, pa.array(tombstones, pa.bool_())
+        )
+
+    c.commit(rows([None, None], [1, 9], 100, [True, None]), 0, cutoff_ms=0)
+    assert stored(c) == [(None, 1, 100), (None, 9, 100)]
+    c.commit(rows(["a"], [2], 300, [False]), 1, cutoff_ms=200)  # the NULL key's tombstone goes
+    assert stored(c) == [("a", 2, 300), (None, 9, 100)]
+    c.commit(rows(["a"], [12], 400, [None]), 2, cutoff_ms=350)  # a new marker, of key "a"
+    assert stored(c) == [("a", 12, 400), ("a", 2, 300)]
+
+
 def test_first_per_key():
     """The batch's merged partials first, then the stored ones of other keys (NULL matches)."""
     rows = pa.table({"__k0": ["b", None, "b", "a", None], "__p0": [3, 7, 1, 2, 8]})

@@ -9,6 +9,16 @@ from dbt.adapters.spark_streaming.sql.state import TOMBSTONE
 SCHEMAS = {
     "a.feed": {"Id": "bigint", "seq": "bigint", "op": "string", "name": "string"},
     "a.dim": {"name": "string", "region": "string"},
+    "a.typed": {
+        "Id": "bigint",
+        "seq": "bigint",
+        "op": "string",
+        "pos": "struct<ts:timestamp,n:bigint>",
+        "path": "array<bigint>",
+        "tags": "map<string,int>",
+        "doc": "variant",
+        "info": "struct<m:map<string,int>>",
+    },
 }
 APPLY = {"sequence_by": "seq", "delete_when": "op = 'd'", "except_columns": ["op"]}
 
@@ -117,6 +127,66 @@ def test_the_fingerprint_follows_the_config():
             "not a stream of change rows",
         ),
         ("seq", ("id",), None, "SSV180", "must be a mapping"),
+        # scd_type 2 keys versions by the sequence: a scalar (a STRUCT is for scd_type 1)
+        *[
+            ({**APPLY, "scd_type": 2, "sequence_by": "v"}, ("id",), sql, "SSV180", "scalar")
+            for sql in (
+                "SELECT *, STRUCT(seq, name) AS v FROM a.feed",
+                "SELECT *, named_struct('s', seq, 'n', name) AS v FROM a.feed",
+                "SELECT *, CAST(STRUCT(seq) AS STRUCT<s: BIGINT>) AS v FROM a.feed",
+                "SELECT *, array(seq) AS v FROM a.feed",
+                "SELECT Id, op, pos AS v FROM a.typed",
+                "SELECT Id, op, path AS v FROM a.typed",
+                "SELECT * FROM (SELECT Id, op, STRUCT(seq) AS v FROM a.feed) AS c",
+            )
+        ],
+        # a computed column needs an alias: Spark names it after its expression
+        *[
+            (APPLY, ("id",), sql, "SSV180", f"column {words} has no alias")
+            for sql, words in (
+                (
+                    "SELECT Id, seq, op, CAST(seq + 1 AS STRING) FROM a.feed",
+                    "CAST(seq + 1 AS STRING)",
+                ),
+                ("SELECT Id, seq, op, seq + 1 FROM a.feed", "seq + 1"),
+                (
+                    "SELECT Id, seq, op, named_struct('n', name).n FROM a.feed",
+                    "STRUCT(name AS n).n",
+                ),
+                ("SELECT *, upper(name) FROM a.feed", "UPPER(name)"),
+                ("WITH f AS (SELECT *, 1 FROM a.feed) SELECT * FROM f", "1"),
+            )
+        ],
+        (APPLY, ("id",), "SELECT * REPLACE (1 AS seq) FROM a.feed", "SSV180", "not known"),
+        # Spark names a column's CAST after the column: twice the same name
+        (APPLY, ("id",), "SELECT Id, seq, op, CAST(seq AS STRING) FROM a.feed", "SSV180", "two"),
+        # delete_when: the query's columns unqualified, per change row
+        *[
+            ({**APPLY, "delete_when": when}, ("id",), sql, "SSV180", words)
+            for when, sql, words in (
+                ("c.op = 'd'", "SELECT c.* FROM a.feed AS c", "qualifies the column c.op"),
+                ("__changes.op = 'd'", None, "qualifies"),
+                ("count(*) > 1", None, "aggregates (COUNT(*))"),
+                ("max(seq) OVER (PARTITION BY Id) > seq", None, "aggregates"),
+            )
+        ],
+        # maps and variants cannot be compared, in MAX(STRUCT(...)): nor in except_columns
+        *[
+            (apply, ("id",), sql, "SSV180", f"column {words} has type")
+            for apply, sql, words in (
+                (APPLY, "SELECT Id, seq, op, tags FROM a.typed", "'tags'"),
+                (
+                    {**APPLY, "except_columns": ["tags"]},
+                    "SELECT Id, seq, op, tags FROM a.typed",
+                    "'tags'",
+                ),
+                (APPLY, "SELECT t.Id, seq, op, t.doc AS d FROM a.typed AS t", "'d'"),
+                (APPLY, "SELECT * EXCEPT (tags) FROM a.typed", "'doc'"),
+                (APPLY, "SELECT * EXCEPT (tags, doc) FROM a.typed", "'info'"),
+                (APPLY, "SELECT *, map('k', name) AS m FROM a.feed", "'m'"),
+                (APPLY, "SELECT *, parse_json(name) AS j FROM a.feed", "'j'"),
+            )
+        ],
     ],
 )
 def test_refused(apply, key, sql, code, words):
@@ -135,3 +205,42 @@ def test_not_with_state_ttl():
     with pytest.raises(SqlError) as e:
         plan(state_ttl="1 day")
     assert e.value.code == "SSV180" and "tombstone_ttl" in str(e.value)
+
+
+def test_accepted_columns():
+    """What the refusals above leave alone: a STRUCT sequence with scd_type 1, maps converted
+    or left out of the query, unnamed columns of a subquery the query does not select."""
+    struct_seq = {**APPLY, "sequence_by": "pos"}
+    struct = plan("SELECT Id, op, pos FROM a.typed", struct_seq)._tree.sql(dialect="spark")
+    assert "MAX(STRUCT(pos AS __seq" in struct
+    computed = plan("SELECT *, STRUCT(seq, name) AS v FROM a.feed", {**APPLY, "sequence_by": "v"})
+    assert "MAX(STRUCT(v AS __seq" in computed._tree.sql(dialect="spark")
+    converted = plan("SELECT Id, seq, op, to_json(tags) AS tags FROM a.typed")
+    assert "__d.tags AS tags" in converted._tree.sql(dialect="spark")
+    cast = plan("SELECT Id, CAST(seq AS BIGINT), op FROM a.feed")._tree.sql(dialect="spark")
+    assert "MAX(STRUCT(seq AS __seq" in cast and "op AS op)) AS __d" in cast
+    inner = plan("SELECT Id, seq, op FROM (SELECT Id, seq, op, upper(name) FROM a.feed) AS c")
+    assert "op AS op)) AS __d" in inner._tree.sql(dialect="spark")
+
+
+def test_a_column_twice():
+    with pytest.raises(SqlError) as e:
+        plan(
+            "SELECT f.*, d.name FROM a.feed AS f JOIN a.dim AS d ON f.name = d.name",
+            dimensions=["a.dim"],
+        )
+    assert e.value.code == "SSV180" and "two columns named 'name'" in str(e.value)
+
+
+def test_star_except():
+    """``* EXCEPT`` leaves its columns out of the kept row (Spark's columns, not the table's)."""
+    sql = plan("SELECT * EXCEPT (name) FROM a.feed")._tree.sql(dialect="spark")
+    assert "Id AS Id, seq AS seq, op AS op)) AS __d" in sql and "name AS name" not in sql
+    typed = plan("SELECT * EXCEPT (pos, path, tags, doc, info) FROM a.typed")
+    assert "Id AS Id, seq AS seq, op AS op)) AS __d" in typed._tree.sql(dialect="spark")
+    joined = plan(
+        "SELECT f.* EXCEPT (op), d.region FROM a.feed AS f JOIN a.dim AS d ON f.name = d.name",
+        {"sequence_by": "seq"},
+        dimensions=["a.dim"],
+    )
+    assert "seq AS seq, name AS name, region AS region)) AS __d" in joined._tree.sql("spark")

@@ -56,7 +56,8 @@ class PartialsCommitter:
 
     def commit(self, merged: pa.Table, batch_id: int, cutoff_ms: int) -> None:
         """Store `merged` (keys, partials, UPDATED) and drop the partials last updated before
-        `cutoff_ms` (with a TOMBSTONE column, apply_changes: only those of deleted keys)."""
+        `cutoff_ms` (with a TOMBSTONE column, apply_changes: only those of deleted keys, and
+        the marker row when `merged` has a new one)."""
         if not DeltaTable.is_deltatable(self.path):
             DeltaTable.create(self.path, schema=merged.schema, mode="error")
         dt = DeltaTable(self.path)
@@ -64,8 +65,12 @@ class PartialsCommitter:
         props = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
         on = " AND ".join(f"(t.{quote(k)} IS NOT DISTINCT FROM s.{quote(k)})" for k in self.keys)
         expired = f"t.{quote(UPDATED)} < {int(cutoff_ms)}"
-        if TOMBSTONE in merged.schema.names:
+        if TOMBSTONE in merged.schema.names:  # apply_changes: only tombstones expire
             expired += f" AND t.{quote(TOMBSTONE)}"
+            # the marker row (runtime/partials.py, TOMBSTONE NULL): a new one replaces it
+            on += f" AND ((t.{quote(TOMBSTONE)} IS NULL) = (s.{quote(TOMBSTONE)} IS NULL))"
+            if merged.column(TOMBSTONE).null_count:
+                expired = f"({expired}) OR t.{quote(TOMBSTONE)} IS NULL"
         metrics = (
             dt.merge(merged, on, source_alias="s", target_alias="t", commit_properties=props)
             .when_matched_update_all()

@@ -69,12 +69,11 @@ from .sink import (
     rewrite_columns,
 )
 from .source import FORMAT
-from .upsert_driver import KEEP, SEQ
+from .upsert_driver import KEEP, RESTARTED_FLAG, SEQ
 from .writer import write_files
 
 OP, BATCH, VERSION = "_op", "_batch_id", "_commit_version"
 RESTARTED = "_restarted"  # state_ttl models: the change restarted a key whose state had expired
-RESTARTED_FLAG = "__restarted"  # ...the column of a state_ttl batch that says so
 FILE = "__dss_file"  # the table file a current row was read from
 OLD = "__dss_old_"  # prefix of the current row's columns, matched with the new row's
 # Batches of at most DRIVER_ROWS rows whose candidate files hold at most DRIVER_BYTES (Parquet)
@@ -195,6 +194,8 @@ class UpsertCommitter:
                     else ~F.col(f.name).eqNullSafe(F.col(OLD + f.name))
                 )
                 changed = changed | differs
+        if self.restarts:  # the changelog marks a restart, even of an unchanged row
+            changed = changed | F.col(RESTARTED_FLAG)
         keep = F.col(KEEP)
         return joined.select(
             "*",

@@ -27,6 +27,8 @@ from .writer import FileWriter, absolute, conform
 
 SEQ = "__seq"  # the batch's row order (the last row of a repeated key wins)
 KEEP = "__keep"
+# a state_ttl batch's column: the key started afresh (its row, even unchanged, is logged again)
+RESTARTED_FLAG = "__restarted"
 
 
 def _key(value):
@@ -160,6 +162,8 @@ class Merge:
             for c in names:
                 if c not in keys:
                     changed |= _differs(new.column(c), old.column(c)).to_numpy(zero_copy_only=False)
+        if RESTARTED_FLAG in new.schema.names:  # the changelog marks a restart, even unchanged
+            changed |= new.column(RESTARTED_FLAG).to_numpy(zero_copy_only=False).astype(bool)
         keep = new.column(KEEP).to_numpy(zero_copy_only=False).astype(bool)
         self.ins, self.upd, self.dele = ~found & keep, found & changed & keep, found & ~keep
         self.old = old

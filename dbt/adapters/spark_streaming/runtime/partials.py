@@ -35,31 +35,40 @@ def result_schema(plan, spark, stream_schema, name: str):
 
 def _stored(
     table_path: str, partial: pa.Table, keys: list[str], cutoff_ms: int
-) -> tuple[pa.Table | None, set]:
+) -> tuple[pa.Table | None, set, set]:
     """(the stored partials of `partial`'s keys last updated at or after `cutoff_ms` (with a
     TOMBSTONE column, apply_changes: and those of keys not deleted), as `partial`'s types, or
-    None; the keys whose stored partials expired)."""
+    None; the keys whose stored partials expired; apply_changes: the keys that exist)."""
     path = partials_path(table_path)
     if not is_delta(path):
-        return None, set()
+        return None, set(), set()
     touched = partial.select(keys)
     stored = rows_with_keys(DeltaTable(path), keys, touched)
     wanted = set(key_tuples(touched, keys))
     stored = stored.filter(pa.array([k in wanted for k in key_tuples(stored, keys)], pa.bool_()))
-    fresh = pc.greater_equal(stored.column(UPDATED), cutoff_ms)
+    fresh, existing = pc.greater_equal(stored.column(UPDATED), cutoff_ms), set()
     if TOMBSTONE in stored.schema.names:
-        fresh = pc.or_(fresh, pc.invert(pc.fill_null(stored.column(TOMBSTONE), False)))
+        stored = stored.filter(pc.is_valid(stored.column(TOMBSTONE)))  # not the marker row
+        exists = pc.invert(stored.column(TOMBSTONE))
+        existing = set(key_tuples(stored.filter(exists), keys))
+        fresh = pc.or_(pc.greater_equal(stored.column(UPDATED), cutoff_ms), exists)
     expired = set(key_tuples(stored.filter(pc.invert(fresh)), keys))
     live = stored.filter(fresh).select(partial.schema.names)
-    return (live.cast(partial.schema) if live.num_rows else None), expired  # cast: e.g. string_view
+    live = live.cast(partial.schema) if live.num_rows else None  # cast: e.g. string_view
+    return live, expired, existing
 
 
 def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_keys: list[str]):
     """(result rows, with RESTARTED_FLAG true for the keys that started afresh, as an Arrow table
-    for delta/upsert.py; the merged partials to store; the number of restarted keys)."""
-    spark, keys = batch_df.sparkSession, list(plan.upsert.partials.keys)
+    for delta/upsert.py; the merged partials to store; the number of restarted keys).
+
+    A key started afresh if its stored partials expired: found expired, or dropped by an
+    earlier batch (then the key has no live partials but a row in the table; apply_changes:
+    `_after_expiry`; a Top-N of the aggregate: only the keys found expired)."""
+    spark, spec = batch_df.sparkSession, plan.upsert.partials
+    keys, cutoff_ms = list(spec.keys), batch_ts_ms - spec.ttl_ms
     partial = _step(plan, "partial", batch_df, name).toArrow()  # reads the batch
-    live, expired = _stored(table_path, partial, keys, batch_ts_ms - plan.upsert.partials.ttl_ms)
+    live, expired, existing = _stored(table_path, partial, keys, cutoff_ms)
     if live is not None:
         partial = pa.concat_tables([partial, live])
     merged = _step(plan, "merge", spark.createDataFrame(partial), name).toArrow()
@@ -68,14 +77,26 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
         pa.array([batch_ts_ms] * merged.num_rows, pa.int64()),
     )
     rows = _step(plan, "final", spark.createDataFrame(merged), name)
-    restarted = set()
-    if expired:
-        again = merged.filter(
-            pa.array([k in expired for k in key_tuples(merged, keys)], pa.bool_())
-        )
-        again = (
-            _step(plan, "final", spark.createDataFrame(again), name).select(*result_keys).toArrow()
-        )
+    again, restarted = None, set()
+    if spec.sequence is not None:  # apply_changes: keys back after a tombstone expired
+        again, marker = _after_expiry(spark, spec, merged, existing, table_path, cutoff_ms)
+        if marker is not None:
+            merged = pa.concat_tables([merged, marker])
+    elif plan.upsert.rank_sql is None:  # keys without live partials that have a row already
+        fresh = set() if live is None else set(key_tuples(live, keys))
+        mask = pa.array([k not in fresh for k in key_tuples(merged, keys)], pa.bool_())
+        if is_delta(table_path) and pc.any(mask).as_py():
+            candidates = _step(plan, "final", spark.createDataFrame(merged.filter(mask)), name)
+            candidates = candidates.select(*result_keys).toArrow()
+            found = rows_with_keys(DeltaTable(table_path), result_keys, candidates)
+            restarted = set(key_tuples(found, result_keys)) & set(
+                key_tuples(candidates, result_keys)
+            )
+    elif expired:  # a Top-N of the aggregate: the keys whose partials expired
+        mask = pa.array([k in expired for k in key_tuples(merged, keys)], pa.bool_())
+        again = spark.createDataFrame(merged.filter(mask))
+    if again is not None:
+        again = _step(plan, "final", again, name).select(*result_keys).toArrow()
         restarted = set(key_tuples(again, result_keys))
     rows = rows.toArrow()
     flags = (
@@ -84,6 +105,54 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
         else pa.repeat(False, rows.num_rows)
     )
     return rows.append_column(RESTARTED_FLAG, flags), merged, len(restarted)
+
+
+def _after_expiry(spark, spec, merged: pa.Table, existing: set, table_path: str, cutoff_ms: int):
+    """apply_changes, scd_type 1: (the merged partials, a DataFrame, of the keys that exist again
+    at a sequence no higher than that of some expired tombstone, or None; the marker row to
+    store, or None).
+
+    An expired tombstone is dropped (delta/partials.py), and with it what it deleted. What is
+    kept is the highest sequence of all the tombstones that expired, in one marker row of the
+    partials (the tombstone of that sequence, TOMBSTONE NULL). A key that did not exist
+    (`existing`: those that did) and exists after the batch at a higher sequence is what the
+    batch query gives too; at a lower or equal one it may not be (a dropped tombstone may
+    delete it there), and it is marked restarted. With a sequence that grows over the whole
+    feed (a log position, a commit time) only changes older than a dropped tombstone are."""
+    from pyspark.sql import functions as F
+
+    path = partials_path(table_path)
+    if not is_delta(path):
+        return None, None
+    import pyarrow.dataset as ds
+
+    tombstone = ds.field(TOMBSTONE)
+    highest = (  # the marker, and the tombstones that expire now
+        DeltaTable(path)
+        .to_pyarrow_dataset()
+        .to_table(filter=tombstone.is_null() | ((ds.field(UPDATED) < cutoff_ms) & tombstone))
+        .select(merged.schema.names)
+        .cast(merged.schema)
+    )
+    marker = None
+    if pc.any(pc.is_valid(highest.column(TOMBSTONE))).as_py():  # the marker rises to theirs
+        top = spark.createDataFrame(highest).orderBy(F.expr(spec.sequence).desc()).limit(1)
+        highest = top.toArrow().cast(merged.schema)
+        at = merged.schema.get_field_index(TOMBSTONE)
+        marker = highest.set_column(at, merged.schema.field(at), pa.nulls(1, pa.bool_()))
+    if not highest.num_rows:
+        return None, marker
+    back = merged.filter(
+        pc.and_(
+            pc.invert(merged.column(TOMBSTONE)),
+            pa.array([k not in existing for k in key_tuples(merged, list(spec.keys))]),
+        )
+    )
+    if not back.num_rows:
+        return None, marker
+    bound = spark.createDataFrame(highest).select(F.expr(spec.sequence).alias("__highest"))
+    late = spark.createDataFrame(back).crossJoin(bound)
+    return late.where(F.expr(spec.sequence) <= F.col("__highest")).drop("__highest"), marker
 
 
 def reranked(plan, spark, merged: pa.Table, table_path: str, name: str, rank) -> pa.Table:

@@ -19,58 +19,22 @@ from typing import Dict, List, Mapping, Optional
 
 from sqlglot import exp
 
-from .analysis import WINDOW_COLUMNS, own_nodes, table_key, tvf_data
-from .dialect import WindowTVF
+from .analysis import own_nodes
+from .columns import columns_of
 from .errors import SqlError
 
 _Ctes = Dict[str, exp.Expr]
 
 
-def _select_columns(
-    select: exp.Select, schemas: Mapping[str, Mapping[str, str]], ctes: _Ctes
-) -> Optional[List[str]]:
-    """The output column names of ``select`` (lower case), or None if one is unknown."""
-    names: List[str] = []
-    for proj in select.expressions:
-        if isinstance(proj, exp.Star) or (
-            isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
-        ):
-            wanted = proj.table.lower() if isinstance(proj, exp.Column) else ""
-            sides = _inputs(select)
-            if wanted:
-                sides = [s for s in sides if s.alias_or_name.lower() == wanted]
-            for side in sides:
-                columns = output_columns(side, schemas, ctes)
-                if columns is None:
-                    return None
-                names += columns
-        elif proj.alias_or_name:
-            names.append(proj.alias_or_name.lower())
-        else:
-            return None
-    return names
-
-
 def output_columns(
     node: exp.Expr, schemas: Mapping[str, Mapping[str, str]], ctes: _Ctes
 ) -> Optional[List[str]]:
-    """The column names (lower case) a FROM / JOIN input ``node`` has, or None if unknown."""
-    if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
-        if not node.db and node.name.lower() in ctes:
-            return output_columns(ctes[node.name.lower()], schemas, ctes)
-        schema = schemas.get(table_key(node))
-        return None if schema is None else [c.lower() for c in schema]
-    if isinstance(node, WindowTVF):
-        table, _ = tvf_data(node)
-        columns = None if table is None else output_columns(table, schemas, ctes)
-        return None if columns is None else columns + list(WINDOW_COLUMNS)
-    if isinstance(node, exp.Subquery):
-        return output_columns(node.this, schemas, ctes)
-    if isinstance(node, exp.SetOperation):
-        return output_columns(node.this, schemas, ctes)
-    if isinstance(node, exp.Select):
-        return _select_columns(node, schemas, ctes)
-    return None
+    """The column names (lower case) a FROM / JOIN input ``node`` has, or None if one is
+    unknown."""
+    columns = columns_of(node, schemas, ctes)
+    if columns is None or not all(c.name for c in columns):
+        return None
+    return [c.name.lower() for c in columns]
 
 
 def _inputs(select: exp.Select) -> List[exp.Expr]:

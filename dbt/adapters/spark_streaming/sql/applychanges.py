@@ -39,8 +39,8 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 import sqlglot
 from sqlglot import exp
 
-from .ambiguous import output_columns
-from .analysis import Classification, table_key
+from .analysis import Classification
+from .columns import NESTED, UNORDERED, OutputColumn, columns_of
 from .errors import SqlError
 from .intervals import parse_duration
 from .state import TOMBSTONE, PartialsSpec
@@ -202,23 +202,51 @@ def refuse_stateful(cls: Classification, stateful: bool) -> None:
     )
 
 
-def _columns(query: exp.Expr, schemas: Mapping[str, Mapping[str, str]]) -> Optional[List[str]]:
-    """The output column names of the change query (as the sources spell them), or None."""
-    if isinstance(query, exp.Select) and len(query.expressions) == 1:
-        star, frm = query.expressions[0], query.args.get("from_")
-        if isinstance(star, exp.Star) and frm is not None and not query.args.get("joins"):
-            table = frm.this
-            if isinstance(table, exp.Table) and table_key(table) in schemas:
-                return list(schemas[table_key(table)])
+def _change_columns(
+    query: exp.Expr, schemas: Mapping[str, Mapping[str, str]]
+) -> List[OutputColumn]:
+    """The change query's columns; SSV180 if they are not known, one has no name, or one
+    cannot be compared (a map or a variant, where the types are known)."""
     ctes = {c.alias_or_name.lower(): c.this for c in query.find_all(exp.CTE)}
-    if isinstance(query, exp.Select):
-        names = []
-        for proj in query.expressions:
-            if isinstance(proj, exp.Star) or isinstance(proj.this, exp.Star):
-                return output_columns(query, schemas, ctes)
-            names.append(proj.alias_or_name)
-        return names if all(names) else None
-    return output_columns(query, schemas, ctes)
+    typed = columns_of(query, schemas, ctes)
+    if typed is None:
+        raise _config_error(
+            "the columns of an apply_changes query are not known",
+            "a SELECT * over a subquery or a relation without a schema hides them, and the kept "
+            "row is built from every column",
+            "Select the change rows' columns by name.",
+            query,
+        )
+    for c in typed:
+        if not c.name:
+            assert c.node is not None  # (a table's columns are named)
+            raise _config_error(
+                f"the apply_changes query's column {c.node.sql('spark')} has no alias",
+                "the kept row is built from every column by name, and Spark names a computed "
+                "column after its expression",
+                "Add `AS <name>` to it.",
+                c.node,
+            )
+    seen: set = set()
+    for c in typed:
+        if c.name.lower() in seen:
+            raise _config_error(
+                f"the apply_changes query has two columns named {c.name!r}",
+                "the kept row is built from every column by name",
+                "Select the column once, or rename one with `AS <name>`.",
+                c.node,
+            )
+        seen.add(c.name.lower())
+        if c.type is not None and any(t.this in UNORDERED for t in c.type.find_all(exp.DataType)):
+            raise _config_error(
+                f"the apply_changes query's column {c.name!r} has type {c.type.sql('spark')}",
+                "the kept row is the greatest of a key's change rows compared by all their "
+                "columns (except_columns too), and maps and variants cannot be compared",
+                f"Convert it in the query (e.g. to_json({c.name}) AS {c.name}) or leave it out "
+                f"of the query (SELECT * EXCEPT ({c.name}) ...).",
+                c.node,
+            )
+    return typed
 
 
 def _find(name: str, columns: Sequence[str], what: str) -> str:
@@ -230,6 +258,47 @@ def _find(name: str, columns: Sequence[str], what: str) -> str:
         f"the query's columns are {', '.join(columns)}",
         f"Name one of them in {what}, or select {name} in the query.",
     )
+
+
+def _delete_when(text: Optional[str], columns: Sequence[str]) -> exp.Expr:
+    """The condition that a change row is a delete (FALSE without delete_when); SSV180 unless
+    it is a boolean expression of the row's own columns, named unqualified (it is evaluated
+    over the query as a derived table)."""
+    if text is None:
+        return exp.false()
+    try:
+        deleted = sqlglot.parse_one(text, read="spark")
+    except sqlglot.errors.ParseError as e:
+        raise _config_error(
+            f"apply_changes delete_when {text!r} does not parse",
+            str(e).splitlines()[0],
+            "Write a boolean SQL expression such as \"op = 'd'\".",
+        ) from None
+    known = {n.lower() for n in columns}
+    stray = [c.name for c in deleted.find_all(exp.Column) if c.name.lower() not in known]
+    if stray or not isinstance(deleted, exp.Condition) or deleted.find(exp.Select):
+        raise _config_error(
+            f"apply_changes delete_when {text!r} is not an expression over the query's columns",
+            f"the query's columns are {', '.join(columns)}"
+            + (f"; {', '.join(stray)} is not one" if stray else ""),
+            "Write a boolean SQL expression over those columns, such as \"op = 'd'\".",
+        )
+    qualified = next((c for c in deleted.find_all(exp.Column) if c.table), None)
+    if qualified is not None:
+        raise _config_error(
+            f"apply_changes delete_when {text!r} qualifies the column {qualified.sql('spark')}",
+            "delete_when is evaluated over the query's rows as a derived table, where the "
+            "query's tables and their aliases are not visible",
+            "Name the query's columns unqualified, such as \"op = 'd'\".",
+        )
+    aggregate = deleted.find(exp.AggFunc, exp.Window)
+    if aggregate is not None:
+        raise _config_error(
+            f"apply_changes delete_when {text!r} aggregates ({aggregate.sql('spark')})",
+            "delete_when is evaluated per change row: whether that row is a delete",
+            "Write a condition on the change row's own columns, such as \"op = 'd'\".",
+        )
+    return deleted
 
 
 def rewrite_apply_changes(
@@ -248,15 +317,8 @@ def rewrite_apply_changes(
             "Set config unique_key='<column>' (or a list) naming the change rows' key.",
             query,
         )
-    columns = _columns(query, schemas)
-    if columns is None:
-        raise _config_error(
-            "the columns of an apply_changes query are not known",
-            "a SELECT * over a subquery or a relation without a schema hides them, and the kept "
-            "row is built from every column",
-            "Select the change rows' columns by name.",
-            query,
-        )
+    typed = _change_columns(query, schemas)
+    columns = [c.name for c in typed]
     keys = tuple(_find(k, columns, "unique_key") for k in unique_key)
     seq = _find(apply.sequence_by, columns, "sequence_by")
     dropped = {_find(c, columns, "except_columns").lower() for c in apply.except_columns}
@@ -266,29 +328,16 @@ def rewrite_apply_changes(
             "the table is keyed by it",
             "Remove the key from except_columns.",
         )
-    deleted: exp.Expr = exp.false()
-    if apply.delete_when is not None:
-        try:
-            deleted = sqlglot.parse_one(apply.delete_when, read="spark")
-        except sqlglot.errors.ParseError as e:
-            raise _config_error(
-                f"apply_changes delete_when {apply.delete_when!r} does not parse",
-                str(e).splitlines()[0],
-                "Write a boolean SQL expression such as \"op = 'd'\".",
-            ) from None
-        stray = [
-            c.name
-            for c in deleted.find_all(exp.Column)
-            if c.name.lower() not in {n.lower() for n in columns}
-        ]
-        if stray or not isinstance(deleted, exp.Condition) or deleted.find(exp.Select):
-            raise _config_error(
-                f"apply_changes delete_when {apply.delete_when!r} is not an expression over "
-                "the query's columns",
-                f"the query's columns are {', '.join(columns)}"
-                + (f"; {', '.join(stray)} is not one" if stray else ""),
-                "Write a boolean SQL expression over those columns, such as \"op = 'd'\".",
-            )
+    seq_type = next(c.type for c in typed if c.name == seq)
+    if apply.scd_type == 2 and seq_type is not None and seq_type.is_type(*NESTED):
+        raise _config_error(
+            f"apply_changes sequence_by {seq!r} has type {seq_type.this.value} with scd_type 2",
+            "scd_type 2 keys each version by its sequence (__start_at), so the sequence must be "
+            "a single orderable scalar column: a number, string, date or timestamp",
+            "Order the changes by one scalar column (computed in the query if need be), or use "
+            "scd_type 1, which may order by a STRUCT.",
+        )
+    deleted = _delete_when(apply.delete_when, columns)
     fields: List[exp.Expr] = [
         _alias(_col(seq), SEQ_FIELD),
         _alias(exp.func("COALESCE", exp.Paren(this=deleted), exp.false()), DELETED_FIELD),
@@ -407,7 +456,7 @@ def keep_tombstones(spec: PartialsSpec) -> PartialsSpec:
     merge = (
         f"SELECT *, {partial}.{DELETED_FIELD} AS {TOMBSTONE} FROM ({spec.merge_sql}) AS __merged"
     )
-    return replace(spec, merge_sql=merge, expiry="tombstone_ttl")
+    return replace(spec, merge_sql=merge, expiry="tombstone_ttl", sequence=f"{partial}.{SEQ_FIELD}")
 
 
 def _aliases(sql: str) -> List[str]:

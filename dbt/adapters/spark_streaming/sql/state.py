@@ -38,7 +38,7 @@ Flink's idle state retention (Flink's Streaming Concepts)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from sqlglot import exp
@@ -65,6 +65,9 @@ class PartialsSpec:
     final_sql: str  # over MERGED_INPUT
     ttl_ms: int
     expiry: str = "state_ttl"  # the config that sets ttl_ms (in messages)
+    # apply_changes (sql/applychanges.py keep_tombstones): the kept row's sequence, over the
+    # merged partials; follows from merge_sql, so not in the repr (the plan's fingerprint)
+    sequence: Optional[str] = field(default=None, repr=False)
 
 
 def _agg_scopes(tree: exp.Expr) -> List[exp.Select]:

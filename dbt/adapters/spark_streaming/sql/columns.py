@@ -1,0 +1,112 @@
+"""The columns a query or relation outputs, as far as the query and the source schemas tell:
+their names as Spark gives them and, where known, their types (a source column's, a CAST's, or
+the kind of value a STRUCT, ARRAY, MAP or PARSE_JSON builds)."""
+
+from __future__ import annotations
+
+from typing import List, Mapping, NamedTuple, Optional, Tuple
+
+import sqlglot
+from sqlglot import exp
+
+from .analysis import WINDOW_COLUMNS, table_key, tvf_data
+from .dialect import WindowTVF
+
+
+class OutputColumn(NamedTuple):
+    name: str  # as the sources spell it; '' for a computed column without an alias
+    type: Optional[exp.DataType]  # None if not known
+    node: Optional[exp.Expr] = None  # the projection
+
+
+# the types of the nested values a query builds (to tell scalars, maps and variants apart)
+_BUILT: Mapping[type, exp.DType] = {
+    exp.Struct: exp.DType.STRUCT,
+    exp.Array: exp.DType.ARRAY,
+    exp.Map: exp.DType.MAP,
+    exp.VarMap: exp.DType.MAP,
+    exp.ParseJSON: exp.DType.VARIANT,
+}
+UNORDERED = (exp.DType.MAP, exp.DType.VARIANT)  # Spark cannot compare these
+NESTED = tuple(exp.DataType.NESTED_TYPES)  # (STRUCT, ARRAY, MAP, ...)
+
+
+def columns_of(
+    node: exp.Expr, schemas: Mapping[str, Mapping[str, str]], ctes: Mapping[str, exp.Expr]
+) -> Optional[List[OutputColumn]]:
+    """The output columns of a query or relation `node`, named as the
+    sources spell them, with their types where the schemas or the query tell; None if not
+    known. A set operation has its first query's columns."""
+    if isinstance(node, (exp.Subquery, exp.SetOperation)):
+        return columns_of(node.this, schemas, ctes)
+    if isinstance(node, WindowTVF):
+        table, _ = tvf_data(node)
+        columns = None if table is None else columns_of(table, schemas, ctes)
+        return (
+            None if columns is None else columns + [OutputColumn(c, None) for c in WINDOW_COLUMNS]
+        )
+    if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+        name = node.name.lower()
+        if not node.db and name in ctes:  # (inside it, its name is another relation's)
+            return columns_of(ctes[name], schemas, {k: v for k, v in ctes.items() if k != name})
+        schema = schemas.get(table_key(node))
+        return (
+            None if schema is None else [OutputColumn(c, _datatype(t)) for c, t in schema.items()]
+        )
+    if not isinstance(node, exp.Select):
+        return None
+    frm = node.args.get("from_")
+    inputs = ([frm.this] if frm is not None else []) + [
+        j.this for j in node.args.get("joins") or []
+    ]
+    sides = [(s.alias_or_name.lower(), columns_of(s, schemas, ctes)) for s in inputs]
+    out: List[OutputColumn] = []
+    for proj in node.expressions:
+        star = proj.this if isinstance(proj, exp.Column) else proj
+        if not isinstance(star, exp.Star):
+            # Spark names a column, an alias and a column's CAST so; the others after the
+            # expression (unnamed here)
+            named = isinstance(proj, (exp.Alias, exp.Column)) or (
+                isinstance(proj, exp.Cast) and isinstance(proj.this, exp.Column)
+            )
+            out.append(OutputColumn(proj.alias_or_name if named else "", _type(proj, sides), proj))
+            continue
+        excepted = star.args.get("except_") or []  # (Spark has no REPLACE; EXCEPT of a field)
+        if any(star.args.get(a) for a in ("replace", "rename", "ilike")) or any(
+            c.table for c in excepted
+        ):
+            return None
+        dropped = {c.name.lower() for c in excepted}
+        qualifier = proj.table.lower() if isinstance(proj, exp.Column) else ""
+        for alias, columns in sides:
+            if qualifier and alias != qualifier:
+                continue
+            if columns is None:
+                return None
+            out += [c for c in columns if c.name.lower() not in dropped]
+    return out
+
+
+def _type(
+    node: exp.Expr, sides: List[Tuple[str, Optional[List[OutputColumn]]]]
+) -> Optional[exp.DataType]:
+    """The type of projection `node` over `sides` (its inputs' aliases and columns), if known."""
+    node = node.unalias()
+    if isinstance(node, exp.Cast):
+        return node.to
+    if isinstance(node, exp.Column):
+        qualifier = node.table.lower()
+        for alias, columns in sides:
+            for c in columns or []:
+                if (not qualifier or alias == qualifier) and c.name.lower() == node.name.lower():
+                    return c.type
+        return None
+    built = _BUILT.get(type(node))
+    return None if built is None else exp.DataType(this=built)
+
+
+def _datatype(spark_type: str) -> Optional[exp.DataType]:
+    try:
+        return exp.DataType.build(spark_type, dialect="spark")
+    except sqlglot.errors.SqlglotError:
+        return None
