@@ -3,6 +3,8 @@
 deletes; the MERGE by Spark jobs is checked the same way in test_upsert_commit.py); a CDC-style
 source read as a change feed (`read_change_feed`) feeds an aggregate with retractions."""
 
+import random
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -10,7 +12,7 @@ import pytest
 from dbt.tests.util import run_dbt
 from deltalake import DeltaTable
 
-from .helpers import rows, table_path
+from .helpers import equivalence_project, rows, table_path
 from .test_window_tvfs import append
 
 SOURCES = """
@@ -111,7 +113,13 @@ class TestReadChangeFeed:
     def models(self):
         config = "materialized='upsert_table', constant_domain=['region'], read_change_feed=true"
         sql = BY_REGION.format(src="{{ source('raw', 'accounts') }}")
-        return {"sources.yml": CDC_SOURCES, "by_region.sql": f"{{{{ config({config}) }}}}\n{sql}"}
+        changes = (
+            "{{ config(materialized='streaming_view', read_change_feed=true) }}\n"
+            "SELECT id, region, balance, _op FROM {{ source('raw', 'accounts') }}"
+        )
+        return equivalence_project(
+            CDC_SOURCES, {"by_region": f"{{{{ config({config}) }}}}\n{sql}", "changes": changes}
+        )
 
     def test_aggregate_over_the_change_feed(self, project):
         from deltalake import write_deltalake
@@ -134,12 +142,18 @@ class TestReadChangeFeed:
 
         run_dbt(["run"])  # the initial snapshot, as inserts
         assert rows(out) == oracle() == [("eu", 2, 30), ("us", 1, 5)]
+        assert all(r.status == "pass" for r in run_dbt(["test"]))
         table = DeltaTable(source)
         table.update(updates={"balance": "balance + 1", "region": "'us'"}, predicate="id = 2")
         table.delete("id = 3")
         write_deltalake(source, accounts([(4, "ap", 7)]), mode="append")
         run_dbt(["run"])  # an update moving a row between groups, a delete, an insert
         assert rows(out) == oracle() == [("ap", 1, 7), ("eu", 1, 10), ("us", 1, 21)]
+        assert rows(table_path(project, "changes")) == sorted(
+            [(1, "eu", 10, "+I"), (2, "eu", 20, "+I"), (3, "us", 5, "+I")]
+            + [(2, "eu", 20, "-U"), (2, "us", 21, "+U"), (3, "us", 5, "-D"), (4, "ap", 7, "+I")]
+        )
+        assert all(r.status == "pass" for r in run_dbt(["test"]))
         DeltaTable(source).merge(
             accounts([(1, "eu", 11), (5, "eu", 1)]),
             "s.id = t.id",
@@ -149,3 +163,113 @@ class TestReadChangeFeed:
         DeltaTable(source).delete("id = 4")  # the "ap" group empties: its row is deleted
         run_dbt(["run"])
         assert rows(out) == oracle() == [("eu", 2, 12), ("us", 1, 21)]
+        assert all(r.status == "pass" for r in run_dbt(["test"]))
+
+
+class ChangingAccounts:
+    """A seeded random CDC-style table (CDF on): per round, new accounts appended, a MERGE of
+    new values for some and of new accounts, an UPDATE moving some between regions, a DELETE of
+    some. DOUBLE balances with NULLs and magnitudes from 1e-3 to 1e12; NULL regions."""
+
+    REGIONS = ["eu", "us", "ap", None]
+
+    def __init__(self, path: str, seed: int):
+        self.path, self.rng, self.next_id = path, random.Random(seed), 0
+
+    def _balance(self):
+        if self.rng.random() < 0.15:
+            return None
+        return round(self.rng.uniform(-1, 1) * 10 ** self.rng.randint(-3, 12), 3)
+
+    def _new(self, n: int) -> list[tuple]:
+        rows = [
+            (self.next_id + i, self.rng.choice(self.REGIONS), self._balance()) for i in range(n)
+        ]
+        self.next_id += n
+        return rows
+
+    def _ids(self, k: int) -> str:
+        ids = DeltaTable(self.path).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+        return ", ".join(map(str, self.rng.sample(ids, min(k, len(ids)))))
+
+    def round(self) -> None:
+        from deltalake import write_deltalake
+
+        if self.next_id == 0:
+            write_deltalake(self.path, accounts(self._new(30)), configuration={CDF: "true"})
+            return
+        write_deltalake(self.path, accounts(self._new(5)), mode="append")
+        ids = [int(i) for i in self._ids(6).split(", ")]
+        changed = [(i, self.rng.choice(self.REGIONS), self._balance()) for i in ids]
+        DeltaTable(self.path).merge(
+            accounts(changed + self._new(3)), "s.id = t.id", source_alias="s", target_alias="t"
+        ).when_matched_update_all().when_not_matched_insert_all().execute()
+        DeltaTable(self.path).update(
+            updates={"region": f"'{self.rng.choice(self.REGIONS[:3])}'", "balance": "balance * -2"},
+            predicate=f"id IN ({self._ids(4)})",
+        )
+        DeltaTable(self.path).delete(f"id IN ({self._ids(4)})")
+
+
+CDF = "delta.enableChangeDataFeed"
+
+
+def tuples(path: str) -> list[tuple]:
+    """The table's rows in no order (NULL regions do not sort)."""
+    return [tuple(r.values()) for r in DeltaTable(path).to_pyarrow_table().to_pylist()]
+
+
+def per_region(rows: list[tuple]) -> dict:
+    """The oracle: per region (NULL too), COUNT(*), COUNT(balance), SUM(balance)."""
+    groups: dict = {}
+    for _, region, balance in rows:
+        n, counted, total = groups.get(region, (0, 0, None))
+        if balance is not None:
+            counted, total = counted + 1, (total or 0.0) + balance
+        groups[region] = (n + 1, counted, total)
+    return groups
+
+
+class TestRandomChangeFeed:
+    """Four rounds of random changes, a `dbt run` after each: the retracting aggregate equals
+    the aggregate over the source's current rows, the streaming_view's change rows replay to
+    those rows (additions less removals, as multisets), and snapshot_equivalence passes for
+    both."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        agg = (
+            "SELECT region, COUNT(*) AS n, COUNT(balance) AS nb, SUM(balance) AS total "
+            "FROM {{ source('raw', 'accounts') }} GROUP BY region"
+        )
+        config = "materialized='upsert_table', constant_domain=['region'], read_change_feed=true"
+        return equivalence_project(
+            CDC_SOURCES,
+            {
+                "agg": f"{{{{ config({config}) }}}}\n{agg}",
+                "feed": "{{ config(materialized='streaming_view', read_change_feed=true) }}\n"
+                "SELECT * FROM {{ source('raw', 'accounts') }}",
+            },
+        )
+
+    def test_random_rounds(self, project):
+        source = table_path(project, "accounts")
+        changing = ChangingAccounts(source, seed=11)
+        for _ in range(4):
+            changing.round()
+            run_dbt(["run"])
+            current = tuples(source)
+            expected = per_region(current)
+            got = {r[0]: r[1:] for r in tuples(table_path(project, "agg"))}
+            assert set(got) == set(expected)
+            for region, (n, counted, total) in expected.items():
+                assert got[region][:2] == (n, counted), region
+                assert (got[region][2] is None) == (total is None), region
+                if total is not None:
+                    assert abs(got[region][2] - total) <= 1e-6 * max(1.0, abs(total)), region
+            changes = tuples(table_path(project, "feed"))
+            added = Counter(r[:3] for r in changes if r[3] in ("+I", "+U"))
+            removed = Counter(r[:3] for r in changes if r[3] in ("-U", "-D"))
+            assert not removed - added, "a change removed a row never added"
+            assert added - removed == Counter(current)
+            assert all(r.status == "pass" for r in run_dbt(["test"]))

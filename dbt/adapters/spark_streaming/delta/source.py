@@ -85,17 +85,20 @@ class FilesPartition(InputPartition):
         self.after = after  # (a timestamp column, µs): only the rows after it or NULL there
 
 
-def files_by_batch(root: str, after, batches: list[list], column: str) -> list[tuple[str, dict]]:
+def files_by_batch(
+    root: str, after, batches: list[list], column: str, change_feed: bool = False
+) -> list[tuple[str, dict]]:
     """The files micro-batches read, each tagged with its batch's watermark (ms) under `column`.
     `batches` is [[end position, watermark ms], ...] in batch order, as recorded in the model's
     commits (`consumed`); reading starts after position `after` (-1: the stream's start). The
     same `offsets.between` over the same file order as the stream gives each batch exactly its
     files. From the start, the files must be exactly the snapshot at the last end version
     (minus the versions before `starting_version`; a compaction since the stream began counted
-    back to the files it replaced), or SSD402."""
+    back to the files it replaced), or SSD402. With `change_feed`, the files of each version's
+    changes (delta/log.py change_files) after the first snapshot."""
     from ..errors import StreamingError
 
-    log, out = Log(root), []
+    log, out = Log(root, change_feed=change_feed), []
     start = first = Position.parse(after)
     from_start = first.is_origin  # else the batches of a later run (its late rows only)
     began = None  # the version whose snapshot the stream read first (or the one before its start)
@@ -110,7 +113,7 @@ def files_by_batch(root: str, after, batches: list[list], column: str) -> list[t
             for f in offsets.between(start, end, log.files)
         ]
         start = max(start, end, key=lambda p: p.key)
-    if from_start and start.index is None and start.version >= 0:
+    if from_start and start.index is None and start.version >= 0 and not change_feed:
         expected = {f.path for f in log.files(start.version, True)}
         if began is not None and began < start.version:
             compacted, replaced = rearranged(root, began, start.version)
@@ -299,9 +302,11 @@ class DeltaBatchReader(DataSourceReader):
         version: int | None,
         batch_watermarks: dict | None,
         named: tuple[list[str], str] | None = None,
+        change_feed: bool = False,
     ):
         self.path, self.schema, self.version = path, schema, version
         self.batch_watermarks, self.named = batch_watermarks, named
+        self.change_feed = change_feed
         self.late = batch_watermarks["column"] if batch_watermarks else None
 
     def partitions(self):
@@ -313,6 +318,7 @@ class DeltaBatchReader(DataSourceReader):
                 self.batch_watermarks["after"],
                 self.batch_watermarks["batches"],
                 self.late,
+                self.change_feed,
             )
         else:
             files = snapshot_files(self.path, self.version)
@@ -486,19 +492,24 @@ class DeltaSource(DataSource):
     def schema(self):
         columns = types.table_columns(self.path, self._version())
         watermarks, named = self._batch_watermarks(), self._named()
-        if watermarks is not None:
+        if read_change_feed(self.options):
+            columns = columns + [(OP, "string")]
+        if watermarks is not None:  # last: _read appends it
             columns = columns + [(watermarks["column"], "timestamp")]
         if named is not None:
             columns = columns + [(named[1], "string")]
-        if read_change_feed(self.options):
-            columns = columns + [(OP, "string")]
         if BACKLOG_VERSION in self.options:
             columns = columns + [(BACKLOG_COLUMN, "boolean")]
         return types.ddl(columns)
 
     def reader(self, schema):
         return DeltaBatchReader(
-            self.path, schema, self._version(), self._batch_watermarks(), self._named()
+            self.path,
+            schema,
+            self._version(),
+            self._batch_watermarks(),
+            self._named(),
+            read_change_feed(self.options),
         )
 
     def streamReader(self, schema):

@@ -121,6 +121,8 @@ def bind_inputs(
         ]
         view = f"{prefix}_{i}"
         reader = spark.read.format(FORMAT)
+        if schedule and plan.change_feed:  # the changes each batch read (config read_change_feed)
+            reader = reader.option("readChangeFeed", "true")
         if schedule:  # else a dimension table (config `dimensions`), not read by the stream
             reader = reader.option(
                 "batchWatermarks",

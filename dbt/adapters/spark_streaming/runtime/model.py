@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import layout
@@ -26,7 +26,8 @@ QUERY_CONFIG = (
     "state_ttl",
     "constant_domain",
     "apply_changes",
-)  # the configs that shape the compiled query
+    "read_change_feed",
+)  # the configs that shape the compiled query, or how it reads its sources
 
 
 @dataclass
@@ -100,9 +101,10 @@ def compile_model(catalog: Catalog, model: StreamingModel):
         model.config.get("dimensions"),
         feed and model.materialization == upsert.UPSERT_TABLE,  # retractions
     )
-    return compile_sql(
+    plan = compile_sql(
         model.sql, model.config, model.materialization, SourceSchemas(catalog, feed), changelogs
     )
+    return replace(plan, change_feed=True) if feed else plan
 
 
 def compile_sql(

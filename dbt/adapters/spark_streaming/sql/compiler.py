@@ -79,6 +79,9 @@ class QueryPlan:
         repr=False, compare=False, default=None
     )  # state_ttl: the projection; OVER: the operator's input
     over: Optional[OverSpec] = None  # an OVER aggregation (sql/over.py, runtime/over.py)
+    # its streamed sources are read as Delta change feeds, rows with _op (config
+    # read_change_feed: runtime/model.py compile_model sets it)
+    change_feed: bool = False
 
     @property
     def updating(self) -> bool:
