@@ -154,7 +154,7 @@ def test_the_fingerprint_follows_the_config():
                     "STRUCT(name AS n).n",
                 ),
                 ("SELECT *, upper(name) FROM a.feed", "UPPER(name)"),
-                ("WITH f AS (SELECT *, 1 FROM a.feed) SELECT * FROM f", "1"),
+                ("WITH f AS (SELECT *, 1 + 1 FROM a.feed) SELECT * FROM f", "1 + 1"),
             )
         ],
         (APPLY, ("id",), "SELECT * REPLACE (1 AS seq) FROM a.feed", "SSV180", "not known"),

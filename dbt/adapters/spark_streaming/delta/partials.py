@@ -25,11 +25,13 @@ def key_tuples(table: pa.Table, keys: Sequence[str]) -> list[tuple]:
     return list(zip(*(table.column(k).to_pylist() for k in keys), strict=False))
 
 
-def rows_with_keys(dt: DeltaTable, keys: Sequence[str], of: pa.Table) -> pa.Table:
+def rows_with_keys(
+    dt: DeltaTable, keys: Sequence[str], of: pa.Table, columns: Sequence[str] | None = None
+) -> pa.Table:
     """The rows of `dt` whose key columns each hold a value of that column in `of` (a superset of
-    the rows with `of`'s keys when there are several key columns). Files whose statistics rule
-    the values out are not read, and no row of other keys reaches Python: a batch's work grows
-    with the keys it touches, not with the table."""
+    the rows with `of`'s keys when there are several key columns; only `columns` if given).
+    Files whose statistics rule the values out are not read, and no row of other keys reaches
+    Python: a batch's work grows with the keys it touches, not with the table."""
     import pyarrow.dataset as ds
 
     dataset, where = dt.to_pyarrow_dataset(), None
@@ -40,7 +42,7 @@ def rows_with_keys(dt: DeltaTable, keys: Sequence[str], of: pa.Table) -> pa.Tabl
         if values.null_count:
             match = match | column.is_null()
         where = match if where is None else where & match
-    return dataset.to_table(filter=where)
+    return dataset.to_table(filter=where, columns=None if columns is None else list(columns))
 
 
 class PartialsCommitter:

@@ -113,6 +113,18 @@ def files_by_batch(
             for f in offsets.between(start, end, log.files)
         ]
         start = max(start, end, key=lambda p: p.key)
+    if change_feed:
+        gone = [f for f, _ in out if not storage.exists(f)]
+        if gone:
+            raise StreamingError(
+                "SST510",
+                f"{len(gone)} file(s) of {root}'s change feed that the stream read are gone",
+                "the batch query reads again the changes each micro-batch read: a version's "
+                "removed files and change data files, which a VACUUM of the source deletes once "
+                "they are older than its delta.deletedFileRetentionDuration",
+                "Test the model before the source is vacuumed past what it read, or rebuild it "
+                "(`dbt run --full-refresh -s <model>`) to test it over the source as it is.",
+            )
     if from_start and start.index is None and start.version >= 0 and not change_feed:
         expected = {f.path for f in log.files(start.version, True)}
         if began is not None and began < start.version:

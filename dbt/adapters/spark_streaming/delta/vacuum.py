@@ -8,7 +8,8 @@ and a later one removes is in no current snapshot, but the stream still reads it
 that a version after `keep_after` (the lowest position of the table's readers) removes, or whose
 changes it holds, stays. Files a compaction replaced can go even though the snapshot-equivalence
 oracle reads every file its stream ever read: it reads their rows where the compaction put them
-(delta/origins.py).
+(delta/origins.py). The removed and change data files a `read_change_feed` reader has read do
+go: its snapshot_equivalence then fails with SST510 (delta/source.py files_by_batch).
 
 Two listings of delta-rs's VACUUM, not run by it: the files removed longer than the retention
 ago (the tombstones the log still has), and every file at the table's root or under

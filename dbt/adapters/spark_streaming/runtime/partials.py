@@ -4,7 +4,10 @@ started afresh because their stored partials had expired.
 
 Three Spark jobs per batch: the batch's partial aggregates (collected: one row per key it
 touches), their merge with the stored partials of those keys (read with delta-rs, matched in
-Arrow), and the query's projection of the merged partials."""
+Arrow), and the query's projection of the merged partials. Telling which keys started afresh
+reads the table's key columns of the keys without stored partials, and runs the projection
+again on them only where the result does not name the key columns as they are stored;
+apply_changes reads the partials' marker and expiring tombstones (`_after_expiry`)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from ..delta.partials import UPDATED, key_tuples, rows_with_keys
 from ..delta.storage import is_delta
 from ..delta.upsert import RESTARTED_FLAG
 from ..layout import partials_path
-from ..sql.state import TOMBSTONE
+from ..sql.state import TOMBSTONE, key_columns
 
 
 def _step(plan, step: str, df, name: str):
@@ -77,27 +80,28 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
         pa.array([batch_ts_ms] * merged.num_rows, pa.int64()),
     )
     rows = _step(plan, "final", spark.createDataFrame(merged), name)
-    again, restarted = None, set()
     if spec.sequence is not None:  # apply_changes: keys back after a tombstone expired
         again, marker = _after_expiry(spark, spec, merged, existing, table_path, cutoff_ms)
         if marker is not None:
             merged = pa.concat_tables([merged, marker])
-    elif plan.upsert.rank_sql is None:  # keys without live partials that have a row already
+        restarted = set(
+            key_tuples(_result_keys(spark, plan, again, name, result_keys), result_keys)
+        )
+    else:
+        touched = key_tuples(merged, keys)
+        found_expired = merged.filter(pa.array([k in expired for k in touched], pa.bool_()))
+        restarted = set(
+            key_tuples(_result_keys(spark, plan, found_expired, name, result_keys), result_keys)
+        )
         fresh = set() if live is None else set(key_tuples(live, keys))
-        mask = pa.array([k not in fresh for k in key_tuples(merged, keys)], pa.bool_())
-        if is_delta(table_path) and pc.any(mask).as_py():
-            candidates = _step(plan, "final", spark.createDataFrame(merged.filter(mask)), name)
-            candidates = candidates.select(*result_keys).toArrow()
-            found = rows_with_keys(DeltaTable(table_path), result_keys, candidates)
-            restarted = set(key_tuples(found, result_keys)) & set(
+        new = pa.array([k not in fresh and k not in expired for k in touched], pa.bool_())
+        if plan.upsert.rank_sql is None and is_delta(table_path) and pc.any(new).as_py():
+            # keys without stored partials that have a row: an earlier batch dropped them
+            candidates = _result_keys(spark, plan, merged.filter(new), name, result_keys)
+            found = rows_with_keys(DeltaTable(table_path), result_keys, candidates, result_keys)
+            restarted |= set(key_tuples(found, result_keys)) & set(
                 key_tuples(candidates, result_keys)
             )
-    elif expired:  # a Top-N of the aggregate: the keys whose partials expired
-        mask = pa.array([k in expired for k in key_tuples(merged, keys)], pa.bool_())
-        again = spark.createDataFrame(merged.filter(mask))
-    if again is not None:
-        again = _step(plan, "final", again, name).select(*result_keys).toArrow()
-        restarted = set(key_tuples(again, result_keys))
     rows = rows.toArrow()
     flags = (
         pa.array([k in restarted for k in key_tuples(rows, result_keys)], pa.bool_())
@@ -107,10 +111,22 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
     return rows.append_column(RESTARTED_FLAG, flags), merged, len(restarted)
 
 
+def _result_keys(spark, plan, merged, name: str, result_keys: list[str]) -> pa.Table:
+    """The result keys of `merged`'s rows (None: none): their stored key columns when the
+    result names them as they are (sql/state.py key_columns), else the query's final step."""
+    if merged is None or not merged.num_rows:
+        return pa.table({k: pa.array([]) for k in result_keys})
+    direct = key_columns(plan.upsert.partials.final_sql)
+    if all(k.lower() in direct for k in result_keys):
+        return merged.select([direct[k.lower()] for k in result_keys]).rename_columns(result_keys)
+    rows = _step(plan, "final", spark.createDataFrame(merged), name)
+    return rows.select(*result_keys).toArrow()
+
+
 def _after_expiry(spark, spec, merged: pa.Table, existing: set, table_path: str, cutoff_ms: int):
-    """apply_changes, scd_type 1: (the merged partials, a DataFrame, of the keys that exist again
-    at a sequence no higher than that of some expired tombstone, or None; the marker row to
-    store, or None).
+    """apply_changes, scd_type 1: (the merged partials of the keys that exist again at a
+    sequence no higher than that of some expired tombstone, or None; the marker row to store,
+    or None).
 
     An expired tombstone is dropped (delta/partials.py), and with it what it deleted. What is
     kept is the highest sequence of all the tombstones that expired, in one marker row of the
@@ -126,15 +142,11 @@ def _after_expiry(spark, spec, merged: pa.Table, existing: set, table_path: str,
         return None, None
     import pyarrow.dataset as ds
 
+    # the marker and the tombstones that expire now (`== True`: files without are not read)
     tombstone = ds.field(TOMBSTONE)
-    highest = (  # the marker, and the tombstones that expire now
-        DeltaTable(path)
-        .to_pyarrow_dataset()
-        .to_table(filter=tombstone.is_null() | ((ds.field(UPDATED) < cutoff_ms) & tombstone))
-        .select(merged.schema.names)
-        .cast(merged.schema)
-    )
-    marker = None
+    expiring = (ds.field(UPDATED) < cutoff_ms) & (tombstone == True)  # noqa: E712
+    found = DeltaTable(path).to_pyarrow_dataset().to_table(filter=tombstone.is_null() | expiring)
+    highest, marker = found.select(merged.schema.names).cast(merged.schema), None
     if pc.any(pc.is_valid(highest.column(TOMBSTONE))).as_py():  # the marker rises to theirs
         top = spark.createDataFrame(highest).orderBy(F.expr(spec.sequence).desc()).limit(1)
         highest = top.toArrow().cast(merged.schema)
@@ -152,7 +164,8 @@ def _after_expiry(spark, spec, merged: pa.Table, existing: set, table_path: str,
         return None, marker
     bound = spark.createDataFrame(highest).select(F.expr(spec.sequence).alias("__highest"))
     late = spark.createDataFrame(back).crossJoin(bound)
-    return late.where(F.expr(spec.sequence) <= F.col("__highest")).drop("__highest"), marker
+    late = late.where(F.expr(spec.sequence) <= F.col("__highest")).drop("__highest")
+    return late.toArrow().cast(merged.schema), marker
 
 
 def reranked(plan, spark, merged: pa.Table, table_path: str, name: str, rank) -> pa.Table:

@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Optional
 from sqlglot import exp
 
 from .analysis import own_nodes
-from .columns import columns_of
+from .columns import columns_of, inputs
 from .errors import SqlError
 
 _Ctes = Dict[str, exp.Expr]
@@ -35,12 +35,6 @@ def output_columns(
     if columns is None or not all(c.name for c in columns):
         return None
     return [c.name.lower() for c in columns]
-
-
-def _inputs(select: exp.Select) -> List[exp.Expr]:
-    from_ = select.args.get("from_")
-    inputs = [from_.this] if from_ is not None else []
-    return inputs + [j.this for j in select.args.get("joins") or []]
 
 
 def _in_lambda(node: exp.Expr, scope: exp.Select) -> bool:
@@ -61,7 +55,7 @@ def refuse_ambiguous_columns(tree: exp.Expr, schemas: Mapping[str, Mapping[str, 
         if not joins or any(j.args.get("using") or j.args.get("kind") == "NATURAL" for j in joins):
             continue
         owners: Dict[str, List[str]] = {}
-        for side in _inputs(select):
+        for side in inputs(select):
             for name in dict.fromkeys(output_columns(side, schemas, ctes) or []):
                 owners.setdefault(name, []).append(side.alias_or_name)
         found: Dict[str, exp.Column] = {}

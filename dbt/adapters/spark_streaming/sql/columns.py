@@ -31,12 +31,20 @@ UNORDERED = (exp.DType.MAP, exp.DType.VARIANT)  # Spark cannot compare these
 NESTED = tuple(exp.DataType.NESTED_TYPES)  # (STRUCT, ARRAY, MAP, ...)
 
 
+def inputs(select: exp.Select) -> List[exp.Expr]:
+    """The relations `select` reads: its FROM's and its joins'."""
+    from_ = select.args.get("from_")
+    return ([from_.this] if from_ is not None else []) + [
+        j.this for j in select.args.get("joins") or []
+    ]
+
+
 def columns_of(
     node: exp.Expr, schemas: Mapping[str, Mapping[str, str]], ctes: Mapping[str, exp.Expr]
 ) -> Optional[List[OutputColumn]]:
-    """The output columns of a query or relation `node`, named as the
-    sources spell them, with their types where the schemas or the query tell; None if not
-    known. A set operation has its first query's columns."""
+    """The output columns of a query or relation `node`, named as the sources spell them, with
+    their types where the schemas or the query tell; None if not known. A set operation has its
+    first query's columns."""
     if isinstance(node, (exp.Subquery, exp.SetOperation)):
         return columns_of(node.this, schemas, ctes)
     if isinstance(node, WindowTVF):
@@ -55,18 +63,14 @@ def columns_of(
         )
     if not isinstance(node, exp.Select):
         return None
-    frm = node.args.get("from_")
-    inputs = ([frm.this] if frm is not None else []) + [
-        j.this for j in node.args.get("joins") or []
-    ]
-    sides = [(s.alias_or_name.lower(), columns_of(s, schemas, ctes)) for s in inputs]
+    sides = [(s.alias_or_name.lower(), columns_of(s, schemas, ctes)) for s in inputs(node)]
     out: List[OutputColumn] = []
     for proj in node.expressions:
         star = proj.this if isinstance(proj, exp.Column) else proj
         if not isinstance(star, exp.Star):
-            # Spark names a column, an alias and a column's CAST so; the others after the
-            # expression (unnamed here)
-            named = isinstance(proj, (exp.Alias, exp.Column)) or (
+            # Spark names a column, an alias, a literal and a column's CAST so; the others
+            # after the expression (unnamed here)
+            named = isinstance(proj, (exp.Alias, exp.Column, exp.Literal)) or (
                 isinstance(proj, exp.Cast) and isinstance(proj.this, exp.Column)
             )
             out.append(OutputColumn(proj.alias_or_name if named else "", _type(proj, sides), proj))
@@ -78,12 +82,10 @@ def columns_of(
             return None
         dropped = {c.name.lower() for c in excepted}
         qualifier = proj.table.lower() if isinstance(proj, exp.Column) else ""
-        for alias, columns in sides:
-            if qualifier and alias != qualifier:
-                continue
-            if columns is None:
-                return None
-            out += [c for c in columns if c.name.lower() not in dropped]
+        expanded = [columns for alias, columns in sides if not qualifier or alias == qualifier]
+        if not expanded or any(columns is None for columns in expanded):
+            return None  # (a star of no input: a struct's fields)
+        out += [c for columns in expanded for c in columns or [] if c.name.lower() not in dropped]
     return out
 
 

@@ -39,6 +39,7 @@ Flink's idle state retention (Flink's Streaming Concepts)::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from sqlglot import exp
@@ -434,3 +435,27 @@ def _step(key: str, index: Optional[int]) -> Callable[[exp.Expr], exp.Expr]:
     if index is None:
         return lambda t: t.args[key]
     return lambda t: t.args[key][index]
+
+
+@lru_cache(maxsize=256)
+def key_columns(final_sql: str) -> Dict[str, str]:
+    """The result columns of `final_sql` (PartialsSpec) that are a stored key column as it is
+    (``__k0 AS user``), by name (lower case) -> that key column; empty unless the query is one
+    SELECT over MERGED_INPUT, one result row per merged row."""
+    import sqlglot
+
+    select = sqlglot.parse_one(final_sql, read="spark")
+    frm = select.args.get("from_")
+    if (
+        not isinstance(select, exp.Select)
+        or frm is None
+        or not isinstance(frm.this, exp.Table)
+        or frm.this.name != MERGED_INPUT
+        or any(select.args.get(a) for a in ("joins", "where", "group", "having", "limit"))
+    ):
+        return {}
+    return {
+        p.alias_or_name.lower(): p.unalias().name
+        for p in select.expressions
+        if isinstance(p.unalias(), exp.Column) and p.unalias().name.startswith("__k")
+    }
