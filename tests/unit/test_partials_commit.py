@@ -73,3 +73,14 @@ def test_first_per_key():
         {"__k0": None, "__p0": 7},
         {"__k0": "a", "__p0": 2},
     ]
+
+
+def test_key_columns():
+    """The result columns that are stored key columns as they are: the restart check maps keys
+    without a Spark job; any other shape maps none (the final step runs)."""
+    from dbt.adapters.spark_streaming.sql.state import key_columns
+
+    having = "SELECT __k0 AS u, __k1 AS D, __p0 AS cnt, (__p1 > 1) AS __keep FROM __dss_merged"
+    assert key_columns(having) == {"u": "__k0", "d": "__k1"}
+    assert key_columns("SELECT upper(__k0) AS u, __p0 AS n FROM __dss_merged") == {}
+    assert key_columns("SELECT u FROM (SELECT __k0 AS u FROM __dss_merged) AS t") == {}
