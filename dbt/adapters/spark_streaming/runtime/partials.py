@@ -37,16 +37,15 @@ def result_schema(plan, spark, stream_schema, name: str):
 
 
 def _stored(
-    table_path: str, partial: pa.Table, keys: list[str], cutoff_ms: int
+    partials: DeltaTable | None, partial: pa.Table, keys: list[str], cutoff_ms: int
 ) -> tuple[pa.Table | None, set, set]:
     """(the stored partials of `partial`'s keys last updated at or after `cutoff_ms` (with a
     TOMBSTONE column, apply_changes: and those of keys not deleted), as `partial`'s types, or
     None; the keys whose stored partials expired; apply_changes: the keys that exist)."""
-    path = partials_path(table_path)
-    if not is_delta(path):
+    if partials is None:
         return None, set(), set()
     touched = partial.select(keys)
-    stored = rows_with_keys(DeltaTable(path), keys, touched)
+    stored = rows_with_keys(partials, keys, touched)
     wanted = set(key_tuples(touched, keys))
     stored = stored.filter(pa.array([k in wanted for k in key_tuples(stored, keys)], pa.bool_()))
     fresh, existing = pc.greater_equal(stored.column(UPDATED), cutoff_ms), set()
@@ -71,7 +70,9 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
     spark, spec = batch_df.sparkSession, plan.upsert.partials
     keys, cutoff_ms = list(spec.keys), batch_ts_ms - spec.ttl_ms
     partial = _step(plan, "partial", batch_df, name).toArrow()  # reads the batch
-    live, expired, existing = _stored(table_path, partial, keys, cutoff_ms)
+    path = partials_path(table_path)
+    stored = DeltaTable(path) if is_delta(path) else None  # the partials, as of this batch
+    live, expired, existing = _stored(stored, partial, keys, cutoff_ms)
     if live is not None:
         partial = pa.concat_tables([partial, live])
     merged = _step(plan, "merge", spark.createDataFrame(partial), name).toArrow()
@@ -81,7 +82,7 @@ def batch(plan, batch_df, table_path: str, batch_ts_ms: int, name: str, result_k
     )
     rows = _step(plan, "final", spark.createDataFrame(merged), name)
     if spec.sequence is not None:  # apply_changes: keys back after a tombstone expired
-        again, marker = _after_expiry(spark, spec, merged, existing, table_path, cutoff_ms)
+        again, marker = _after_expiry(spark, spec, merged, existing, stored, cutoff_ms)
         if marker is not None:
             merged = pa.concat_tables([merged, marker])
         restarted = set(
@@ -123,7 +124,9 @@ def _result_keys(spark, plan, merged, name: str, result_keys: list[str]) -> pa.T
     return rows.select(*result_keys).toArrow()
 
 
-def _after_expiry(spark, spec, merged: pa.Table, existing: set, table_path: str, cutoff_ms: int):
+def _after_expiry(
+    spark, spec, merged: pa.Table, existing: set, partials: DeltaTable | None, cutoff_ms: int
+):
     """apply_changes, scd_type 1: (the merged partials of the keys that exist again at a
     sequence no higher than that of some expired tombstone, or None; the marker row to store,
     or None).
@@ -135,17 +138,16 @@ def _after_expiry(spark, spec, merged: pa.Table, existing: set, table_path: str,
     batch query gives too; at a lower or equal one it may not be (a dropped tombstone may
     delete it there), and it is marked restarted. With a sequence that grows over the whole
     feed (a log position, a commit time) only changes older than a dropped tombstone are."""
+    import pyarrow.dataset as ds
     from pyspark.sql import functions as F
 
-    path = partials_path(table_path)
-    if not is_delta(path):
+    if partials is None:
         return None, None
-    import pyarrow.dataset as ds
 
     # the marker and the tombstones that expire now (`== True`: files without are not read)
     tombstone = ds.field(TOMBSTONE)
     expiring = (ds.field(UPDATED) < cutoff_ms) & (tombstone == True)  # noqa: E712
-    found = DeltaTable(path).to_pyarrow_dataset().to_table(filter=tombstone.is_null() | expiring)
+    found = partials.to_pyarrow_dataset().to_table(filter=tombstone.is_null() | expiring)
     highest, marker = found.select(merged.schema.names).cast(merged.schema), None
     if pc.any(pc.is_valid(highest.column(TOMBSTONE))).as_py():  # the marker rises to theirs
         top = spark.createDataFrame(highest).orderBy(F.expr(spec.sequence).desc()).limit(1)
