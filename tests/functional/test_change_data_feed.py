@@ -228,14 +228,18 @@ def tuples(path: str) -> list[tuple]:
 
 
 def per_region(rows: list[tuple]) -> dict:
-    """The oracle: per region (NULL too), COUNT(*), COUNT(balance), SUM(balance)."""
+    """The oracle: per region (NULL too), COUNT(*), COUNT(balance), SUM(balance), MIN(balance),
+    MAX(balance), COUNT(DISTINCT balance)."""
     groups: dict = {}
     for _, region, balance in rows:
-        n, counted, total = groups.get(region, (0, 0, None))
-        if balance is not None:
-            counted, total = counted + 1, (total or 0.0) + balance
-        groups[region] = (n + 1, counted, total)
-    return groups
+        groups.setdefault(region, []).append(balance)
+    out = {}
+    for region, balances in groups.items():
+        present = [b for b in balances if b is not None]
+        total = sum(present) if present else None
+        low, high = (min(present), max(present)) if present else (None, None)
+        out[region] = (len(balances), len(present), total, low, high, len(set(present)))
+    return out
 
 
 class TestRandomChangeFeed:
@@ -247,7 +251,8 @@ class TestRandomChangeFeed:
     @pytest.fixture(scope="class")
     def models(self):
         agg = (
-            "SELECT region, COUNT(*) AS n, COUNT(balance) AS nb, SUM(balance) AS total "
+            "SELECT region, COUNT(*) AS n, COUNT(balance) AS nb, SUM(balance) AS total, "
+            "MIN(balance) AS low, MAX(balance), COUNT(DISTINCT balance) AS distinct_balances "
             "FROM {{ source('raw', 'accounts') }} GROUP BY region"
         )
         config = "materialized='upsert_table', constant_domain=['region'], read_change_feed=true"
@@ -263,6 +268,7 @@ class TestRandomChangeFeed:
     def test_random_rounds(self, project):
         source = table_path(project, "accounts")
         changing = ChangingAccounts(source, seed=11)
+        previous, retracted = {}, False
         for _ in range(4):
             changing.round()
             run_dbt(["run"])
@@ -270,12 +276,21 @@ class TestRandomChangeFeed:
             expected = per_region(current)
             got = {r[0]: r[1:] for r in tuples(table_path(project, "agg"))}
             assert set(got) == set(expected)
-            for region, (n, counted, total) in expected.items():
-                assert got[region][:2] == (n, counted), region
-                assert got[region][2] == total, region
+            assert got == expected  # exact: sums of quarters (ChangingAccounts._balance)
+            columns = DeltaTable(table_path(project, "agg")).schema().to_arrow().names
+            assert "max(balance)" in columns  # named as Spark names it in batch
+            # a MIN that rose or a MAX that fell: its value was retracted, the next one taken
+            retracted |= any(
+                None not in (v[3], previous[r][3])
+                and (v[3] > previous[r][3] or v[4] < previous[r][4])
+                for r, v in expected.items()
+                if r in previous
+            )
+            previous = expected
             changes = tuples(table_path(project, "feed"))
             added = Counter(r[:3] for r in changes if r[3] in ("+I", "+U"))
             removed = Counter(r[:3] for r in changes if r[3] in ("-U", "-D"))
             assert not removed - added, "a change removed a row never added"
             assert added - removed == Counter(current)
             assert all(r.status == "pass" for r in run_dbt(["test"]))
+        assert retracted

@@ -332,6 +332,12 @@ def test_crash_then_rerun(tmp_path, fault, config):
     assert [r[0] for r in actual] == ["a"] and {r[-3] for r in log} == {"+I", "-U", "+U", "-D"}
 
 
+EXTREMA = (
+    "SELECT cnt, MIN(user) AS first_user, MAX(user), MAX(last_click) AS latest, "
+    "COUNT(DISTINCT user) AS users FROM {per_user} GROUP BY cnt"
+)
+
+
 class TestPipelineOfUpsertTables:
     """Flink's "Relational Queries on Data Streams", a pipeline of dynamic tables: clicks -> clicks
     per user (upsert_table) -> users per click count (an upsert_table over it, from its changelog
@@ -345,7 +351,7 @@ class TestPipelineOfUpsertTables:
             "tests.yml": "models:\n"
             + "".join(
                 f"  - {{name: {n}, data_tests: [snapshot_equivalence]}}\n"
-                for n in ("per_user", "per_count")
+                for n in ("per_user", "per_count", "extrema")
             ),
             "per_user.sql": (
                 "{{ config(materialized='upsert_table', state_ttl='1 day') }}\n"
@@ -357,6 +363,11 @@ class TestPipelineOfUpsertTables:
                 "SELECT cnt, COUNT(*) AS users, "
                 "SUM(cnt) AS clicks, AVG(cnt) AS mean FROM {{ ref('per_user') }} WHERE cnt < 6 "
                 "GROUP BY cnt HAVING COUNT(*) >= 1"
+            ),
+            # MIN, MAX and COUNT(DISTINCT) under retraction: a count per value, in Delta
+            "extrema.sql": (
+                "{{ config(materialized='upsert_table', constant_domain=['cnt']) }}\n"
+                + EXTREMA.format(per_user="{{ ref('per_user') }}")
             ),
             "bad_view.sql": (
                 "{{ config(materialized='streaming_view') }}\n"
@@ -403,8 +414,13 @@ class TestPipelineOfUpsertTables:
             log = changelog(path)
             assert replay(log) == sorted(rows(path), key=str)
             ops |= {r[-3] for r in log}
-            assert [r.status for r in run_dbt(["test", "-s", "per_user", "per_count"])] == [
-                "pass",
-                "pass",
-            ]
+            batch = get_spark().sql(EXTREMA.format(per_user=f"{schema}.per_user"))
+            assert rows(table_path(project, "extrema")) == sorted(
+                tuple(r.values()) for r in batch.toArrow().to_pylist()
+            )
+            assert DeltaTable(table_path(project, "extrema")).schema().to_arrow().names == (
+                batch.columns
+            )
+            tested = run_dbt(["test", "-s", "per_user", "per_count", "extrema"])
+            assert [r.status for r in tested] == ["pass"] * 3
         assert ops == {"+I", "-U", "+U", "-D"}  # counts move between buckets; emptied buckets go

@@ -134,6 +134,11 @@ EXAMPLES = {
         "SELECT * FROM a.bids",
         {"unique_key": ["item"], "apply_changes": {"sequence_by": "bidtime", "scd_type": 2}},
     ),
+    "aggregate over an upsert_table or a read_change_feed source (rows updated and deleted)": (
+        "SELECT item, MIN(price) AS low, COUNT(DISTINCT supplier) AS n, SUM(price) AS s "
+        "FROM a.bids GROUP BY item",
+        {"changelogs": {"a.bids": "a.bids_changelog"}},
+    ),
 }
 ROW = re.compile(r"^\| (?P<construct>[^|]+?) \| (?P<view>[^|]+?) \| (?P<upsert>[^|]+?) \|$")
 

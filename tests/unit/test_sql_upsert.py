@@ -298,16 +298,28 @@ def test_aggregate_over_an_upsert_table_counts_changes_with_a_sign():
             "streaming_view cannot read upsert_table a.cpu",
         ),
         (
-            "SELECT cnt, MAX(user) FROM a.cpu GROUP BY cnt",
+            "SELECT cnt, SUM(DISTINCT cnt) AS s FROM a.cpu GROUP BY cnt",
             "upsert_table",
             "SSV141",
-            "MAX(user) cannot be retracted",
+            "SUM(DISTINCT cnt) cannot be retracted",
         ),
         (
-            "SELECT cnt, COUNT(DISTINCT user) FROM a.cpu GROUP BY cnt",
+            "SELECT cnt, COUNT(DISTINCT user, cnt) AS n FROM a.cpu GROUP BY cnt",
             "upsert_table",
             "SSV141",
             "cannot be retracted",
+        ),
+        (
+            "SELECT cnt, MAX(user) FROM a.cpu GROUP BY cnt HAVING COLLECT_LIST(user) IS NOT NULL",
+            "upsert_table",
+            "SSV141",
+            "cannot be retracted",
+        ),
+        (
+            "SELECT cnt, COUNT(*) + 1 FROM a.cpu GROUP BY cnt",
+            "upsert_table",
+            "SSV141",
+            "COUNT(*) + 1 has no name",
         ),
         ("SELECT user FROM a.cpu", "upsert_table", "SSV141", "does not aggregate it with GROUP BY"),
         (
@@ -439,6 +451,70 @@ def test_state_ttl_keeps_partials_in_delta():
     )
     # the oracle is still the query as written
     assert "GROUP BY user" in plan.emitted_sql({}, 0) and "__keep" in plan.emitted_sql({}, 0)
+
+
+def test_min_max_and_count_distinct_under_retraction_keep_a_count_per_value_in_delta():
+    plan = downstream(
+        "SELECT cnt, MIN(user) AS lo, MAX(user), COUNT(DISTINCT user) AS n, MIN(c.cnt) AS m, "
+        "COUNT(*) FROM a.cpu AS c GROUP BY cnt HAVING MAX(user) > 'a'"
+    )
+    spec = plan.upsert.partials
+    assert (plan.output_mode, spec.ttl_ms) == ("append", 100 * 365 * 86_400 * 1000)  # no expiry
+    # one map of counts per argument, for all three aggregates of it
+    assert plan.spark_sql == (
+        "SELECT cnt AS __k0, STRUCT(user AS v, __s AS s) AS __a0, STRUCT(c.cnt AS v, __s AS s) "
+        "AS __a1, __s AS __a2 FROM (SELECT *, IF(_op IN ('+I', '+U'), 1, -1) AS __s FROM "
+        "a.cpu_changelog) AS c"
+    )
+    present = "MAP_KEYS(MAP_FILTER(__p{}, (__v, __n) -> __n > 0))"
+    assert plan.partials_sql_for("final", "m") == (
+        f"SELECT __k0 AS cnt, ARRAY_MIN({present.format(0)}) AS lo, ARRAY_MAX("
+        f"{present.format(0)}) AS `max(user)`, CAST(SIZE({present.format(0)}) AS BIGINT) AS n, "
+        f"ARRAY_MIN({present.format(1)}) AS m, __p2 AS `count(1)`, (__p2 > 0 AND ARRAY_MAX("
+        f"{present.format(0)}) > 'a') AS __keep FROM m AS __dss_merged"
+    )
+    # a batch's count per key and value: a window column, one row per pair into the map
+    assert plan.partials_sql_for("partial", "b").startswith(
+        "SELECT __k0, MAP_FROM_ENTRIES(COLLECT_LIST(IF(__a0_first AND NOT __a0.v IS NULL, "
+        "STRUCT(__a0.v AS k, __a0_n AS n), NULL))) AS __p0, MAP_FROM_ENTRIES("
+    )
+    assert plan.partials_sql_for("partial", "b").endswith(
+        "FROM (SELECT *, SUM(__a0.s) OVER (PARTITION BY __k0, __a0.v) AS __a0_n, ROW_NUMBER() "
+        "OVER (PARTITION BY __k0, __a0.v ORDER BY __a0.s) = 1 AS __a0_first, SUM(__a1.s) OVER "
+        "(PARTITION BY __k0, __a1.v) AS __a1_n, ROW_NUMBER() OVER (PARTITION BY __k0, __a1.v "
+        "ORDER BY __a1.s) = 1 AS __a1_first FROM b AS __dss_batch) AS __dss_batch GROUP BY __k0"
+    )
+    assert "MAP_ZIP_WITH(__m, __x" in plan.partials_sql_for("merge", "p")
+    # the oracle computes it another way: a scan of each group's changes sorted by value
+    assert "(AGGREGATE(ARRAY_SORT(FILTER(COLLECT_LIST(STRUCT(user AS v, __s AS s))" in (
+        plan.emitted_sql({}, 0)
+    )
+    # without constant_domain, a state_ttl: the counts expire with their key
+    ttl = downstream(
+        "SELECT cnt, MIN(user) AS lo FROM a.cpu GROUP BY cnt", constant_domain=[], state_ttl="1 day"
+    )
+    assert ttl.upsert.partials.ttl_ms == 86_400_000
+    with pytest.raises(SqlError, match="SSV150"):
+        downstream("SELECT cnt, MIN(user) AS lo FROM a.cpu GROUP BY cnt", constant_domain=[])
+
+
+def test_unaliased_aggregates_kept_as_partials_are_named_as_spark_names_them():
+    plan = upsert(
+        "SELECT user, COUNT(*), MAX(c.cTime), COUNT(DISTINCT url) FROM a.clicks AS c GROUP BY user",
+        state_ttl="1 day",
+        constant_domain=[],
+    )
+    assert plan.partials_sql_for("final", "m").startswith(
+        "SELECT __k0 AS user, __p0 AS `count(1)`, __p1 AS `max(cTime)`, SIZE(__p2) AS "
+        "`count(DISTINCT url)` FROM"
+    )
+    with pytest.raises(SqlError, match="SSV151") as info:
+        upsert(
+            "SELECT user, MAX(cTime) + INTERVAL 1 DAY FROM a.clicks GROUP BY user",
+            state_ttl="1 day",
+            constant_domain=[],
+        )
+    assert "without a name" in str(info.value)
 
 
 def test_state_ttl_on_dedup_and_pipelines():

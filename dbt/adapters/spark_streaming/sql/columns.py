@@ -89,6 +89,44 @@ def columns_of(
     return out
 
 
+def spark_name(proj: exp.Expr) -> Optional[str]:
+    """The name Spark gives the projection ``proj``: its alias, column name, literal or CAST
+    column's name; for an unaliased aggregate of a column or ``*`` the name Spark derives
+    (``count(1)``, ``min(x)``, ``count(DISTINCT u)``); None for other expressions (Spark
+    prints their SQL its own way)."""
+    if isinstance(proj, (exp.Alias, exp.Column, exp.Literal)):
+        return proj.alias_or_name
+    if isinstance(proj, exp.Cast) and isinstance(proj.this, exp.Column):
+        return proj.this.name
+    if not isinstance(proj, exp.AggFunc) or proj.expressions:
+        return None
+    function = proj.sql(dialect="spark").partition("(")[0].lower()
+    arg, distinct = proj.this, ""
+    if isinstance(arg, exp.Distinct) and len(arg.expressions) == 1:
+        arg, distinct = arg.expressions[0], "DISTINCT "
+    if isinstance(arg, exp.Star) and isinstance(proj, exp.Count):
+        return "count(1)"
+    if isinstance(arg, exp.Column) and not isinstance(arg.this, exp.Star):
+        return f"{function}({distinct}{arg.name})"
+    if isinstance(arg, exp.Literal) and arg.is_int:
+        return f"{function}({distinct}{arg.this})"
+    return None
+
+
+def name_aggregates(select: exp.Select) -> Optional[exp.Expr]:
+    """Alias, in place, each unaliased aggregate ``select`` projects as Spark names it, before
+    a rewrite replaces it (the result keeps the query's column names); the first projection
+    that cannot be named so (a computed column without an alias), if any."""
+    for proj in select.expressions:
+        if isinstance(proj, (exp.Alias, exp.Column, exp.Star, exp.Literal)):
+            continue
+        name = spark_name(proj)
+        if name is None:
+            return proj
+        proj.replace(exp.alias_(proj.copy(), exp.to_identifier(name, quoted=True)))
+    return None
+
+
 def _type(
     node: exp.Expr, sides: List[Tuple[str, Optional[List[OutputColumn]]]]
 ) -> Optional[exp.DataType]:

@@ -26,6 +26,7 @@ from .groupwin import rewrite_group_windows
 from .intervaljoin import interval_joins, refuse_as_upsert, rewrite_interval_joins
 from .intervals import parse_duration
 from .joins import window_joins
+from .multiset import RETRACTED
 from .over import OverSpec, analyse_over
 from .over import emitted as over_emitted
 from .over import late_rows as over_late_rows
@@ -480,6 +481,9 @@ def compile_query(
         else:
             tree, rank, ranked = rewrite_rank(tree, found[0], schemas)
             upsert = replace(upsert, rank_sql=_generate(rank))
+    counted = [s for s in tree.find_all(exp.Select) if any(s.find_all(*RETRACTED))]
+    if ttl_us is None and counted and not undeclared_keys(counted[0], constant_domain):
+        ttl_us = NEVER_EXPIRES_US  # counts per value (sql/multiset.py) live in Delta only
     stream = None
     scope = unbounded_aggregate(
         tree,

@@ -1,4 +1,5 @@
-"""sqlglot dialect: Spark plus Flink windowing TVFs (FLIP-145) and Spark 4's WATERMARK clause."""
+"""sqlglot dialect: Spark plus Flink windowing TVFs (FLIP-145) and Spark 4's WATERMARK clause;
+it prints the aggregates kept under retraction (sql/multiset.py) as batch SQL."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import Token, TokenType
 
 from .errors import record_positions
+from .multiset import RETRACTED, Retracted
 
 TVF_NAMES = frozenset({"TUMBLE", "HOP", "CUMULATE", "SESSION"})
 
@@ -277,6 +279,10 @@ def _ceil_sql(gen: SparkGenerator, node: exp.Ceil) -> str:
     return f"CASE WHEN {floor} = {value} THEN {value} ELSE {floor} + INTERVAL 1 {name} END"
 
 
+def _retracted_sql(gen: SparkGenerator, node: Retracted) -> str:
+    return gen.sql(node.oracle())
+
+
 class SparkStreamingGenerator(SparkGenerator):
     """Spark generator that can print window TVFs (for messages) and WATERMARK clauses, and
     Calcite's FLOOR / CEIL (ts TO unit) in Spark's terms."""
@@ -287,6 +293,7 @@ class SparkStreamingGenerator(SparkGenerator):
         WatermarkedTable: _watermarked_sql,
         exp.Floor: _floor_sql,
         exp.Ceil: _ceil_sql,
+        **{kind: _retracted_sql for kind in RETRACTED},
     }
 
 

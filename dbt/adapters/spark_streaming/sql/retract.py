@@ -14,10 +14,12 @@ becomes, over the changelog::
     FROM (SELECT *, CASE WHEN _op IN ('+I', '+U') THEN 1 ELSE -1 END AS __s
           FROM analytics.clicks_per_user_changelog) GROUP BY cnt
 
-Only aggregates that can be retracted qualify: COUNT(*), COUNT(x), SUM(x), AVG(x). A group
-whose rows were all retracted is deleted (``__keep``, sql/upsert.py). MIN, MAX, DISTINCT
-aggregates, joins and window TVFs over an upsert table are refused (SSV141), as is a
-streaming_view over one (SSV140), naming the upstream model.
+COUNT(*), COUNT(x), SUM(x) and AVG(x) subtract a removed row. MIN(x), MAX(x) and
+COUNT(DISTINCT x) cannot; they become aggregates that keep a count per value
+(sql/multiset.py), whose state the query keeps as partials in Delta (sql/state.py), never in
+Spark's state. A group whose rows were all retracted is deleted (``__keep``, sql/upsert.py).
+Other DISTINCT aggregates, joins and window TVFs over an upsert table are refused (SSV141), as
+is a streaming_view over one (SSV140), naming the upstream model.
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ from typing import Mapping, Optional
 from sqlglot import exp
 
 from .analysis import is_aggregating, own_nodes, table_key
+from .columns import name_aggregates
 from .dialect import WindowTVF
 from .errors import SqlError
+from .multiset import Retracted, RetractedCountDistinct, RetractedMax, RetractedMin
 
 SIGN = "__s"
 OP_COLUMN = "_op"
+_COUNTED: Mapping[type, type[Retracted]] = {exp.Min: RetractedMin, exp.Max: RetractedMax}
 
 
 def updating_inputs(tree: exp.Expr, changelogs: Mapping[str, str]) -> list[exp.Table]:
@@ -48,7 +53,8 @@ def _refuse(upstream: str, why: str, node: Optional[exp.Expr]) -> SqlError:
         "SSV141",
         f"this query cannot consume the updates of upsert_table {upstream}",
         why,
-        f"Over {upstream}, write a GROUP BY with COUNT, SUM or AVG (maintained from its "
+        f"Over {upstream}, write a GROUP BY with COUNT, SUM, AVG, MIN, MAX or COUNT(DISTINCT "
+        "x) (maintained from its "
         f"changelog, retractions applied); or read {upstream}_changelog as an append-only "
         "stream; or make this a batch model.",
         node,
@@ -60,14 +66,26 @@ def _signed(agg: exp.Expr, upstream: str) -> exp.Expr:
     sign = exp.column(SIGN)
     if isinstance(agg, exp.Count) and isinstance(agg.this, exp.Star):
         return exp.Sum(this=sign)
-    if isinstance(agg.this, exp.Distinct) or not isinstance(agg, (exp.Count, exp.Sum, exp.Avg)):
+    value = agg.this
+    kept = _COUNTED.get(type(agg))
+    if isinstance(agg, exp.Count) and isinstance(value, exp.Distinct):
+        if len(value.expressions) == 1:
+            kept, value = RetractedCountDistinct, value.expressions[0]
+    if kept is None and (
+        isinstance(value, exp.Distinct) or not isinstance(agg, (exp.Count, exp.Sum, exp.Avg))
+    ):
         raise _refuse(
             upstream,
-            f"{agg.sql(dialect='spark')} cannot be retracted (only COUNT, SUM and AVG "
-            "can: a row's removal is subtracted)",
+            f"{agg.sql(dialect='spark')} cannot be retracted (COUNT, SUM and AVG can: a "
+            "row's removal is subtracted; MIN, MAX and COUNT(DISTINCT x) keep a count per "
+            "value)",
             agg,
         )
-    value = agg.this
+    if kept is not None:  # sql/multiset.py
+        signed = exp.Struct(
+            expressions=[exp.alias_(value.copy(), "v"), exp.alias_(sign.copy(), "s")]
+        )
+        return kept(this=signed)
     present = exp.Sum(
         this=exp.If(
             this=exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null())),
@@ -132,6 +150,14 @@ def rewrite_retractions(
             upstream,
             "subqueries, window TVFs and OVER are not maintained over its changes",
             tree,
+        )
+    unnamed = name_aggregates(tree)
+    if unnamed is not None:
+        raise _refuse(
+            upstream,
+            f"its column {unnamed.sql(dialect='spark')} has no name, and the rewrite over the "
+            "changelog would give it another one (name it: ... AS total)",
+            unnamed,
         )
     for agg in [n for n in own_nodes(tree, "expressions", "having") if isinstance(n, exp.AggFunc)]:
         agg.replace(_signed(agg, upstream))

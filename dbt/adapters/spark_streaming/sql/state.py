@@ -34,6 +34,7 @@ Flink's idle state retention (Flink's Streaming Concepts)::
     MIN, MAX       MIN(a), MAX(a)        MIN, MAX                               p
     AVG            SUM(a), COUNT(a)      SUM, SUM                               ps / pc
     COLLECT_SET    COLLECT_SET(a)        ARRAY_DISTINCT(FLATTEN(COLLECT_LIST))  p
+    MIN, MAX, COUNT(DISTINCT) under retraction: a count per value (sql/multiset.py)
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from sqlglot import exp
 
+from . import multiset
 from .analysis import is_aggregating, table_key
+from .columns import name_aggregates
 from .errors import SqlError
 
 BATCH_INPUT = "__dss_batch"  # the micro-batch's projected rows
@@ -249,15 +252,22 @@ def _col(name: str) -> exp.Column:
     return exp.column(exp.to_identifier(name))
 
 
+def _column(arg: Optional[exp.Expr]) -> exp.Column:
+    assert isinstance(arg, exp.Column)  # (the stream's column __a<j>)
+    return arg
+
+
 def _fn(cls: type, arg: Optional[exp.Expr]) -> exp.Expr:
     return cls(this=arg)
 
 
-# aggregate class -> (partials: [(suffix, partial)], merges by suffix, final(partial columns))
+# aggregate class -> ([(suffix, partial, merge)], final(partial columns))
 _Partial = Callable[[Optional[exp.Expr]], exp.Expr]
-_RULES: Dict[
-    type, Tuple[List[Tuple[str, _Partial, Callable[[exp.Expr], exp.Expr]]], Callable[..., exp.Expr]]
-] = {
+_Parts = List[Tuple[str, _Partial, Callable[[exp.Expr], exp.Expr]]]
+# one map of counts per value for MIN, MAX and COUNT(DISTINCT) of an argument under retraction
+# (over the batch's rows with multiset.window_columns added)
+_COUNTS: _Parts = [("", lambda a: multiset.partial(_column(a)), multiset.merge)]
+_RULES: Dict[type, Tuple[_Parts, Callable[..., exp.Expr]]] = {
     exp.Count: (
         [
             (
@@ -281,6 +291,9 @@ _RULES: Dict[
             expression=exp.Nullif(this=c, expression=exp.Literal.number(0)),
         ),
     ),
+    **{
+        kind: (_COUNTS, lambda p, kind=kind: multiset.final(kind, p)) for kind in multiset.RETRACTED
+    },
     exp.ArrayUniqueAgg: (
         [
             (
@@ -319,6 +332,12 @@ def split_aggregate(
     keys = _group_keys(scope)
     if not keys:
         raise _unsupported("an aggregate without GROUP BY keys", scope)
+    unnamed = name_aggregates(scope)
+    if unnamed is not None:
+        raise _unsupported(
+            f"a column without a name ({unnamed.sql(dialect='spark')}: name it, ... AS total)",
+            unnamed,
+        )
     key_cols = [f"__k{i}" for i in range(len(keys))]
     stream_cols: List[exp.Expr] = [
         exp.alias_(k.copy(), kc) for k, kc in zip(keys, key_cols, strict=True)
@@ -327,6 +346,8 @@ def split_aggregate(
     merges: List[exp.Expr] = []
 
     finals: Dict[str, exp.Expr] = {}  # one set of partials per distinct aggregate
+    made: Dict[Tuple[int, str], List[exp.Expr]] = {}  # ... and per rule and argument
+    counted: List[exp.Expr] = []  # window columns the partials read (sql/multiset.py)
 
     def final_of(agg: exp.AggFunc) -> exp.Expr:
         if agg.sql(dialect="spark") not in finals:
@@ -343,21 +364,25 @@ def split_aggregate(
             or isinstance(agg.parent, exp.Filter)
         ):
             raise _unsupported(f"aggregate {agg.sql(dialect='spark')}", agg)
-        j = len(partials)
-        source = None
-        if not isinstance(arg, exp.Star):
-            source = _col(f"__a{j}")
-            stream_cols.append(exp.alias_(arg.copy(), f"__a{j}"))
         parts, final = rule
-        names = []
-        for suffix, partial, merge in parts:
-            name = f"__p{j}{suffix}"
-            partials.append(
-                exp.alias_(partial(source.copy() if source is not None else None), name)
-            )
-            merges.append(exp.alias_(merge(_col(name)), name))
-            names.append(_col(name))
-        return final(*names)
+        shared = (id(parts), arg.sql(dialect="spark"))  # e.g. MIN(x) and MAX(x) under retraction
+        if shared not in made:
+            j = len(partials)
+            source = None
+            if not isinstance(arg, exp.Star):
+                source = _col(f"__a{j}")
+                stream_cols.append(exp.alias_(arg.copy(), f"__a{j}"))
+            if parts is _COUNTS:
+                counted.extend(multiset.window_columns(_column(source), key_cols))
+            made[shared] = []
+            for suffix, partial, merge in parts:
+                name = f"__p{j}{suffix}"
+                partials.append(
+                    exp.alias_(partial(source.copy() if source is not None else None), name)
+                )
+                merges.append(exp.alias_(merge(_col(name)), name))
+                made[shared].append(_col(name))
+        return final(*[name.copy() for name in made[shared]])
 
     def replace(node: exp.Expr) -> exp.Expr:
         if (
@@ -395,8 +420,11 @@ def split_aggregate(
     if root_with is not None and not stream.args.get("with_"):
         stream.set("with_", root_with.copy())
 
-    def grouped(select: List[exp.Expr], source: str) -> str:
-        q = exp.Select(expressions=[_col(k) for k in key_cols] + select).from_(exp.to_table(source))
+    def grouped(select: List[exp.Expr], source: str, columns: Sequence[exp.Expr] = ()) -> str:
+        rows: exp.Expr = exp.to_table(source)
+        if columns:
+            rows = exp.select(exp.Star(), *columns).from_(rows).subquery(source)
+        q = exp.Select(expressions=[_col(k) for k in key_cols] + select).from_(rows)
         return q.group_by(*[_col(k) for k in key_cols]).sql(dialect="spark")
 
     final_scope = exp.Select(expressions=outputs).from_(exp.to_table(MERGED_INPUT))
@@ -411,7 +439,7 @@ def split_aggregate(
             final_tree.set("with_", None)  # the stream evaluates the CTEs
     spec = PartialsSpec(
         keys=tuple(key_cols),
-        partial_sql=grouped(partials, BATCH_INPUT),
+        partial_sql=grouped(partials, BATCH_INPUT, counted),
         merge_sql=grouped(merges, PARTIALS_INPUT),
         final_sql=final_tree.sql(dialect="spark"),
         ttl_ms=ttl_ms,
