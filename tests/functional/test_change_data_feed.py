@@ -229,7 +229,8 @@ def tuples(path: str) -> list[tuple]:
 
 def per_region(rows: list[tuple]) -> dict:
     """The oracle: per region (NULL too), COUNT(*), COUNT(balance), SUM(balance), MIN(balance),
-    MAX(balance), COUNT(DISTINCT balance)."""
+    MAX(balance), COUNT(DISTINCT balance), the sum of the positive balances and the largest
+    negative one."""
     groups: dict = {}
     for _, region, balance in rows:
         groups.setdefault(region, []).append(balance)
@@ -238,7 +239,18 @@ def per_region(rows: list[tuple]) -> dict:
         present = [b for b in balances if b is not None]
         total = sum(present) if present else None
         low, high = (min(present), max(present)) if present else (None, None)
-        out[region] = (len(balances), len(present), total, low, high, len(set(present)))
+        credit = [b for b in present if b > 0]
+        debt = [b for b in present if b < 0]
+        out[region] = (
+            len(balances),
+            len(present),
+            total,
+            low,
+            high,
+            len(set(present)),
+            sum(credit) if credit else None,
+            max(debt) if debt else None,
+        )
     return out
 
 
@@ -252,7 +264,9 @@ class TestRandomChangeFeed:
     def models(self):
         agg = (
             "SELECT region, COUNT(*) AS n, COUNT(balance) AS nb, SUM(balance) AS total, "
-            "MIN(balance) AS low, MAX(balance), COUNT(DISTINCT balance) AS distinct_balances "
+            "MIN(balance) AS low, MAX(balance), COUNT(DISTINCT balance) AS distinct_balances, "
+            "SUM(balance) FILTER (WHERE balance > 0) AS credit, "
+            "MAX(DISTINCT balance) FILTER (WHERE balance < 0) AS smallest_debt "
             "FROM {{ source('raw', 'accounts') }} GROUP BY region"
         )
         config = "materialized='upsert_table', constant_domain=['region'], read_change_feed=true"

@@ -486,8 +486,9 @@ def test_min_max_and_count_distinct_under_retraction_keep_a_count_per_value_in_d
     )
     assert "MAP_ZIP_WITH(__m, __x" in plan.partials_sql_for("merge", "p")
     # the oracle computes it another way: a scan of each group's changes sorted by value
-    assert "(AGGREGATE(ARRAY_SORT(FILTER(COLLECT_LIST(STRUCT(user AS v, __s AS s))" in (
-        plan.emitted_sql({}, 0)
+    assert (
+        "(ELEMENT_AT(TRANSFORM(ARRAY(ARRAY_SORT(FILTER(COLLECT_LIST(STRUCT(user AS v, __s AS s))"
+        in (plan.emitted_sql({}, 0))
     )
     # without constant_domain, a state_ttl: the counts expire with their key
     ttl = downstream(
@@ -498,23 +499,80 @@ def test_min_max_and_count_distinct_under_retraction_keep_a_count_per_value_in_d
         downstream("SELECT cnt, MIN(user) AS lo FROM a.cpu GROUP BY cnt", constant_domain=[])
 
 
+def test_counted_aggregates_under_retraction_filter_distinct_and_names():
+    plan = downstream(
+        "SELECT cnt, MIN(DISTINCT user) AS lo, MAX(user) FILTER (WHERE cnt > 1) AS hi, "
+        "SUM(cnt) FILTER (WHERE user > 'b') AS s, COUNT(*) FILTER (WHERE user > 'b') AS n "
+        "FROM a.cpu GROUP BY cnt"
+    )
+    assert plan.spark_sql.startswith(
+        "SELECT cnt AS __k0, STRUCT(user AS v, __s AS s) AS __a0, STRUCT(IF(cnt > 1, user, NULL) "
+        "AS v, __s AS s) AS __a1, IF(NOT IF(user > 'b', cnt, NULL) IS NULL, __s, 0) AS __a2, "
+        "(IF(user > 'b', cnt, NULL)) * __s AS __a3, IF(user > 'b', __s, 0) AS __a4"
+    )  # MIN(DISTINCT x) is MIN(x); FILTER folded into the argument (partials keep no FILTER)
+    # without counted aggregates, COUNT(*) FILTER keeps its form; SUM's is folded (its CASE
+    # cannot take a FILTER)
+    plain = downstream(
+        "SELECT cnt, COUNT(*) FILTER (WHERE user > 'b') AS n, SUM(cnt) FILTER (WHERE user > 'b') "
+        "AS s FROM a.cpu GROUP BY cnt"
+    )
+    assert "SUM(__s) FILTER(WHERE user > 'b') AS n" in plain.spark_sql
+    assert "SUM((IF(user > 'b', cnt, NULL)) * __s) END AS s" in plain.spark_sql
+    # a computed column without a name: left alone over Spark's state, refused with partials
+    assert downstream("SELECT cnt, cnt * 2, COUNT(*) AS n FROM a.cpu GROUP BY cnt").spark_sql
+    with pytest.raises(SqlError, match="SSV141") as info:
+        downstream("SELECT cnt, cnt * 2, MIN(user) AS lo FROM a.cpu GROUP BY cnt")
+    assert "cnt * 2 has no name" in str(info.value)
+    # values a count per value cannot be keyed by
+    schemas = {
+        "a.cpu": {"cnt": "bigint", "tags": "map<string,int>", "at": "timestamp_ntz"},
+        "a.cpu_changelog": {"cnt": "bigint", "tags": "map<string,int>", "at": "timestamp_ntz"},
+    }
+    for agg in ("COUNT(DISTINCT tags)", "MAX(at)", "MIN(c.at)"):
+        with pytest.raises(SqlError, match="SSV141") as info:
+            compile_query(
+                f"SELECT cnt, {agg} AS x FROM a.cpu AS c GROUP BY cnt",
+                schemas=schemas,
+                watermark_delay=None,
+                materialization="upsert_table",
+                changelogs=CHANGELOGS,
+                constant_domain=["cnt"],
+            )
+        assert "keeps a count per value" in str(info.value), agg
+
+
+def test_spark_names_of_unaliased_aggregates():
+    import sqlglot
+
+    from dbt.adapters.spark_streaming.sql.columns import spark_name
+
+    def name(sql, relations=("c",)):
+        return spark_name(sqlglot.parse_one(sql, read="spark"), relations)
+
+    assert [
+        name(q)
+        for q in ("COUNT(*)", "COUNT(1)", "MIN(c.x)", "MIN(s.f)", "COUNT(DISTINCT (u))", "x")
+    ] == ["count(1)", "count(1)", "min(x)", "min(s.f)", "count(DISTINCT u)", "x"]
+    assert name("MAX(x + 1)") is None  # Spark prints it its own way: the rewrites ask for a name
+
+
 def test_unaliased_aggregates_kept_as_partials_are_named_as_spark_names_them():
     plan = upsert(
-        "SELECT user, COUNT(*), MAX(c.cTime), COUNT(DISTINCT url) FROM a.clicks AS c GROUP BY user",
+        "SELECT user, COUNT(*), MAX(c.cTime), COUNT(url) FROM a.clicks AS c GROUP BY user",
         state_ttl="1 day",
         constant_domain=[],
     )
     assert plan.partials_sql_for("final", "m").startswith(
-        "SELECT __k0 AS user, __p0 AS `count(1)`, __p1 AS `max(cTime)`, SIZE(__p2) AS "
-        "`count(DISTINCT url)` FROM"
+        "SELECT __k0 AS user, __p0 AS `count(1)`, __p1 AS `max(cTime)`, __p2 AS `count(url)` FROM"
     )
-    with pytest.raises(SqlError, match="SSV151") as info:
-        upsert(
-            "SELECT user, MAX(cTime) + INTERVAL 1 DAY FROM a.clicks GROUP BY user",
-            state_ttl="1 day",
-            constant_domain=[],
-        )
-    assert "without a name" in str(info.value)
+    for unnamed in ("MAX(cTime) + INTERVAL 1 DAY", "UPPER(user)", "COUNT(DISTINCT url)"):
+        with pytest.raises(SqlError, match="SSV151") as info:
+            upsert(
+                f"SELECT user, {unnamed} FROM a.clicks GROUP BY user",
+                state_ttl="1 day",
+                constant_domain=[],
+            )
+        assert "without a name" in str(info.value)
 
 
 def test_state_ttl_on_dedup_and_pipelines():

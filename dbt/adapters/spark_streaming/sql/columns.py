@@ -4,7 +4,7 @@ the kind of value a STRUCT, ARRAY, MAP or PARSE_JSON builds)."""
 
 from __future__ import annotations
 
-from typing import List, Mapping, NamedTuple, Optional, Tuple
+from typing import Collection, List, Mapping, NamedTuple, Optional, Tuple
 
 import sqlglot
 from sqlglot import exp
@@ -89,11 +89,12 @@ def columns_of(
     return out
 
 
-def spark_name(proj: exp.Expr) -> Optional[str]:
+def spark_name(proj: exp.Expr, relations: Collection[str] = ()) -> Optional[str]:
     """The name Spark gives the projection ``proj``: its alias, column name, literal or CAST
     column's name; for an unaliased aggregate of a column or ``*`` the name Spark derives
-    (``count(1)``, ``min(x)``, ``count(DISTINCT u)``); None for other expressions (Spark
-    prints their SQL its own way)."""
+    (``count(1)``, ``min(x)``, ``count(DISTINCT u)``; a column qualified by one of
+    ``relations``, lower case, loses its qualifier, a struct's field keeps it); None for other
+    expressions (Spark prints their SQL its own way)."""
     if isinstance(proj, (exp.Alias, exp.Column, exp.Literal)):
         return proj.alias_or_name
     if isinstance(proj, exp.Cast) and isinstance(proj.this, exp.Column):
@@ -104,10 +105,14 @@ def spark_name(proj: exp.Expr) -> Optional[str]:
     arg, distinct = proj.this, ""
     if isinstance(arg, exp.Distinct) and len(arg.expressions) == 1:
         arg, distinct = arg.expressions[0], "DISTINCT "
+    arg = arg.unnest() if isinstance(arg, exp.Paren) else arg
     if isinstance(arg, exp.Star) and isinstance(proj, exp.Count):
         return "count(1)"
     if isinstance(arg, exp.Column) and not isinstance(arg.this, exp.Star):
-        return f"{function}({distinct}{arg.name})"
+        keep = [p.name for p in arg.parts[:-1]]
+        if keep and keep[-1].lower() in relations:
+            keep = []
+        return f"{function}({distinct}{'.'.join([*keep, arg.name])})"
     if isinstance(arg, exp.Literal) and arg.is_int:
         return f"{function}({distinct}{arg.this})"
     return None
@@ -116,14 +121,17 @@ def spark_name(proj: exp.Expr) -> Optional[str]:
 def name_aggregates(select: exp.Select) -> Optional[exp.Expr]:
     """Alias, in place, each unaliased aggregate ``select`` projects as Spark names it, before
     a rewrite replaces it (the result keeps the query's column names); the first projection
-    that cannot be named so (a computed column without an alias), if any."""
+    with an aggregate that cannot be named so, if any."""
+    relations = {r.alias_or_name.lower() for r in inputs(select)}
     for proj in select.expressions:
-        if isinstance(proj, (exp.Alias, exp.Column, exp.Star, exp.Literal)):
+        if isinstance(proj, (exp.Alias, exp.Column)) or not proj.find(exp.AggFunc):
             continue
-        name = spark_name(proj)
+        name = spark_name(proj, relations)
         if name is None:
             return proj
-        proj.replace(exp.alias_(proj.copy(), exp.to_identifier(name, quoted=True)))
+        alias = exp.Alias(alias=exp.to_identifier(name, quoted=True))
+        proj.replace(alias)
+        alias.set("this", proj)  # the node itself, not a copy: callers may hold its parts
     return None
 
 

@@ -390,7 +390,7 @@ def compile_query(
     refuse_constant_relations(tree)
     rewrite_group_windows(tree)
     rewrite_window_subqueries(tree)
-    rewrite_retractions(tree, changelogs, materialization)
+    rewrite_retractions(tree, changelogs, materialization, schemas)
     inline_ranked_ctes(tree)
     topns = window_topns(tree)
     found = dedups(tree, topns) if materialization == UPSERT_TABLE else []
@@ -481,8 +481,8 @@ def compile_query(
         else:
             tree, rank, ranked = rewrite_rank(tree, found[0], schemas)
             upsert = replace(upsert, rank_sql=_generate(rank))
-    counted = [s for s in tree.find_all(exp.Select) if any(s.find_all(*RETRACTED))]
-    if ttl_us is None and counted and not undeclared_keys(counted[0], constant_domain):
+    retracted = [s for s in tree.find_all(exp.Select) if any(s.find_all(*RETRACTED))]
+    if ttl_us is None and retracted and not undeclared_keys(retracted[0], constant_domain):
         ttl_us = NEVER_EXPIRES_US  # counts per value (sql/multiset.py) live in Delta only
     stream = None
     scope = unbounded_aggregate(

@@ -39,19 +39,19 @@ _PRESENT = "MAP_KEYS(MAP_FILTER(__arg, (__v, __n) -> __n > 0))"
 # signs and taking, at the end of each value's run, the value if its sum is above 0 (linear
 # after the sort; folding the rows into a map would cost rows x values)
 _SORTED = "ARRAY_SORT(FILTER(COLLECT_LIST(__arg), __e -> NOT __e.v IS NULL))"
-_SCAN = (
-    "AGGREGATE(__arg, STRUCT(TRY_ELEMENT_AT(__arg, 1).v AS v, CAST(0 AS BIGINT) AS n, "
-    "IF(FALSE, TRY_ELEMENT_AT(__arg, 1).v, NULL) AS lo, IF(FALSE, TRY_ELEMENT_AT(__arg, 1).v, "
-    "NULL) AS hi, CAST(0 AS BIGINT) AS cnt), (__r, __e) -> IF(__e.v <=> __r.v, STRUCT(__r.v AS "
-    "v, __r.n + __e.s AS n, __r.lo AS lo, __r.hi AS hi, __r.cnt AS cnt), STRUCT(__e.v AS v, "
-    "CAST(__e.s AS BIGINT) AS n, IF(__r.n > 0, COALESCE(__r.lo, __r.v), __r.lo) AS lo, "
-    "IF(__r.n > 0, __r.v, __r.hi) AS hi, __r.cnt + IF(__r.n > 0, 1, 0) AS cnt)), __r -> "
-    "STRUCT(IF(__r.n > 0, COALESCE(__r.lo, __r.v), __r.lo) AS lo, IF(__r.n > 0, __r.v, __r.hi) "
-    "AS hi, __r.cnt + IF(__r.n > 0, 1, 0) AS cnt))"
+_SCAN = (  # over the sorted rows, bound once as __l
+    "ELEMENT_AT(TRANSFORM(ARRAY(__arg), __l -> AGGREGATE(__l, STRUCT(TRY_ELEMENT_AT(__l, 1).v AS "
+    "v, CAST(0 AS BIGINT) AS n, IF(FALSE, TRY_ELEMENT_AT(__l, 1).v, NULL) AS lo, IF(FALSE, "
+    "TRY_ELEMENT_AT(__l, 1).v, NULL) AS hi, CAST(0 AS BIGINT) AS cnt), (__r, __e) -> IF(__e.v "
+    "<=> __r.v, STRUCT(__r.v AS v, __r.n + __e.s AS n, __r.lo AS lo, __r.hi AS hi, __r.cnt AS "
+    "cnt), STRUCT(__e.v AS v, CAST(__e.s AS BIGINT) AS n, IF(__r.n > 0, COALESCE(__r.lo, "
+    "__r.v), __r.lo) AS lo, IF(__r.n > 0, __r.v, __r.hi) AS hi, __r.cnt + IF(__r.n > 0, 1, 0) "
+    "AS cnt)), __r -> STRUCT(IF(__r.n > 0, COALESCE(__r.lo, __r.v), __r.lo) AS lo, IF(__r.n > "
+    "0, __r.v, __r.hi) AS hi, __r.cnt + IF(__r.n > 0, 1, 0) AS cnt))), 1)"
 )
 
 
-class Retracted(exp.Expression, exp.AggFunc):
+class Retracted(exp.Expression, exp.AggFunc):  # (sqlglot's own aggregates list both)
     """An aggregate of ``this`` (``STRUCT(value AS v, sign AS s)``) under retraction."""
 
     arg_types = {"this": True}

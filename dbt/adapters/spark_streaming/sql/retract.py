@@ -17,19 +17,21 @@ becomes, over the changelog::
 COUNT(*), COUNT(x), SUM(x) and AVG(x) subtract a removed row. MIN(x), MAX(x) and
 COUNT(DISTINCT x) cannot; they become aggregates that keep a count per value
 (sql/multiset.py), whose state the query keeps as partials in Delta (sql/state.py), never in
-Spark's state. A group whose rows were all retracted is deleted (``__keep``, sql/upsert.py).
+Spark's state. ``FILTER (WHERE c)`` becomes part of the argument (``IF(c, x, NULL)``; for
+COUNT(*), the sign). A group whose rows were all retracted is deleted (``__keep``,
+sql/upsert.py).
 Other DISTINCT aggregates, joins and window TVFs over an upsert table are refused (SSV141), as
 is a streaming_view over one (SSV140), naming the upstream model.
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import List, Mapping, Optional
 
 from sqlglot import exp
 
 from .analysis import is_aggregating, own_nodes, table_key
-from .columns import name_aggregates
+from .columns import UNORDERED, columns_of, name_aggregates, spark_name
 from .dialect import WindowTVF
 from .errors import SqlError
 from .multiset import Retracted, RetractedCountDistinct, RetractedMax, RetractedMin
@@ -61,16 +63,27 @@ def _refuse(upstream: str, why: str, node: Optional[exp.Expr]) -> SqlError:
     )
 
 
-def _signed(agg: exp.Expr, upstream: str) -> exp.Expr:
-    """The aggregate over signed changelog rows that equals ``agg`` over the table's rows."""
+def _counted(agg: exp.Expr) -> Optional[type[Retracted]]:
+    """The aggregate kept as a count per value that ``agg`` becomes, if it is one: MIN, MAX
+    (DISTINCT or not: the same) or COUNT(DISTINCT x)."""
+    distinct = isinstance(agg.this, exp.Distinct)
+    if distinct and len(agg.this.expressions) != 1:
+        return None
+    if isinstance(agg, exp.Count):
+        return RetractedCountDistinct if distinct else None
+    return _COUNTED.get(type(agg))
+
+
+def _signed(agg: exp.Expr, upstream: str, where: Optional[exp.Expr] = None) -> exp.Expr:
+    """The aggregate over signed changelog rows that equals ``agg`` (``FILTER (WHERE where)``)
+    over the table's rows."""
     sign = exp.column(SIGN)
-    if isinstance(agg, exp.Count) and isinstance(agg.this, exp.Star):
-        return exp.Sum(this=sign)
     value = agg.this
-    kept = _COUNTED.get(type(agg))
-    if isinstance(agg, exp.Count) and isinstance(value, exp.Distinct):
-        if len(value.expressions) == 1:
-            kept, value = RetractedCountDistinct, value.expressions[0]
+    if isinstance(agg, exp.Count) and isinstance(value, exp.Star):
+        if where is None:
+            return exp.Sum(this=sign)
+        return exp.Sum(this=exp.If(this=where.copy(), true=sign, false=exp.Literal.number(0)))
+    kept = _counted(agg)
     if kept is None and (
         isinstance(value, exp.Distinct) or not isinstance(agg, (exp.Count, exp.Sum, exp.Avg))
     ):
@@ -81,6 +94,10 @@ def _signed(agg: exp.Expr, upstream: str) -> exp.Expr:
             "value)",
             agg,
         )
+    if isinstance(value, exp.Distinct):
+        value = value.expressions[0]
+    if where is not None:  # FILTER (WHERE c): the rows where c does not hold count as NULL
+        value = exp.If(this=where.copy(), true=value.copy(), false=exp.Null())
     if kept is not None:  # sql/multiset.py
         signed = exp.Struct(
             expressions=[exp.alias_(value.copy(), "v"), exp.alias_(sign.copy(), "s")]
@@ -103,8 +120,36 @@ def _signed(agg: exp.Expr, upstream: str) -> exp.Expr:
     )
 
 
+def _refuse_uncountable(
+    aggregates: List[exp.Expr],
+    table: exp.Table,
+    upstream: str,
+    schemas: Mapping[str, Mapping[str, str]],
+) -> None:
+    """SSV141 on a MIN, MAX or COUNT(DISTINCT) of a column (of ``table``, as the schemas tell)
+    that cannot be a count's key: MAP and VARIANT values (Spark cannot order them), and
+    TIMESTAMP_NTZ ones (delta-rs cannot store them inside the counts' map)."""
+    typed = {c.name.lower(): c.type for c in columns_of(table, schemas, {}) or []}
+    for agg in aggregates:
+        value = agg.this.expressions[0] if isinstance(agg.this, exp.Distinct) else agg.this
+        kind = typed.get(value.name.lower()) if isinstance(value, exp.Column) else None
+        if kind is not None and any(
+            t.is_type(*UNORDERED, exp.DType.TIMESTAMPNTZ) for t in kind.find_all(exp.DataType)
+        ):
+            raise _refuse(
+                upstream,
+                f"{agg.sql(dialect='spark')} keeps a count per value, which a "
+                f"{kind.sql(dialect='spark')} value cannot be the key of (Spark cannot order "
+                "MAP or VARIANT values; delta-rs cannot store TIMESTAMP_NTZ ones in a map)",
+                agg,
+            )
+
+
 def rewrite_retractions(
-    tree: exp.Expr, changelogs: Mapping[str, str], materialization: str
+    tree: exp.Expr,
+    changelogs: Mapping[str, str],
+    materialization: str,
+    schemas: Mapping[str, Mapping[str, str]] = {},
 ) -> bool:
     """If ``tree`` reads an upsert_table, rewrite it in place to aggregate that table's changelog
     (see module docstring) and return True; SqlError if the query cannot."""
@@ -151,7 +196,11 @@ def rewrite_retractions(
             "subqueries, window TVFs and OVER are not maintained over its changes",
             tree,
         )
+    aggregates = [n for n in own_nodes(tree, "expressions", "having") if isinstance(n, exp.AggFunc)]
+    counted = any(_counted(a) for a in aggregates)  # then partials in Delta (sql/state.py)
     unnamed = name_aggregates(tree)
+    if unnamed is None and counted:
+        unnamed = next((p for p in tree.expressions if spark_name(p) is None), None)
     if unnamed is not None:
         raise _refuse(
             upstream,
@@ -159,8 +208,15 @@ def rewrite_retractions(
             "changelog would give it another one (name it: ... AS total)",
             unnamed,
         )
-    for agg in [n for n in own_nodes(tree, "expressions", "having") if isinstance(n, exp.AggFunc)]:
-        agg.replace(_signed(agg, upstream))
+    _refuse_uncountable([a for a in aggregates if _counted(a)], table, upstream, schemas)
+    for agg in aggregates:
+        filtered = agg.parent if isinstance(agg.parent, exp.Filter) else None
+        if filtered is None:
+            agg.replace(_signed(agg, upstream))
+        elif not counted and isinstance(agg, exp.Count) and isinstance(agg.this, exp.Star):
+            agg.replace(_signed(agg, upstream))  # SUM(__s) FILTER (WHERE ...)
+        else:  # folded into the argument: a SUM or a count per value cannot keep a FILTER
+            filtered.replace(_signed(agg, upstream, filtered.expression.this))
     sign = exp.If(
         this=exp.In(
             this=exp.column(OP_COLUMN),

@@ -8,7 +8,6 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from sqlglot import exp
 
 from .analysis import WindowSpec, own_nodes, tvf_alias, tvf_data, window_key
-from .columns import spark_name
 from .dialect import WatermarkedTable, WindowTVF
 from .intervals import duration_string, interval_literal
 from .joins import WindowJoin, conjuncts, expand_stars, side_columns, tvf_output
@@ -429,14 +428,12 @@ def rewrite_distinct_counts(tree: exp.Expr) -> None:
     """COUNT(DISTINCT x) becomes SIZE(COLLECT_SET(x)), in place: the same value (both ignore
     NULLs), and Spark streaming aggregates collect_set but refuses distinct aggregates. The
     set lives in the aggregate's state until its window closes. Other DISTINCT aggregates
-    are left for classify() to refuse. An unaliased one keeps its name (``count(DISTINCT x)``)."""
+    are left for classify() to refuse."""
     for count in list(tree.find_all(exp.Count)):
         distinct = count.this
         if isinstance(distinct, exp.Distinct) and len(distinct.expressions) == 1:
             values = exp.Anonymous(this="collect_set", expressions=[distinct.expressions[0].copy()])
-            size: exp.Expr = exp.Anonymous(this="size", expressions=[values])
-            name = spark_name(count) if isinstance(count.parent, exp.Select) else None
-            count.replace(exp.alias_(size, exp.to_identifier(name, quoted=True)) if name else size)
+            count.replace(exp.Anonymous(this="size", expressions=[values]))
 
 
 def _subquery_alias(select: exp.Select) -> Optional[exp.TableAlias]:

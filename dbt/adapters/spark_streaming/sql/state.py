@@ -47,7 +47,7 @@ from sqlglot import exp
 
 from . import multiset
 from .analysis import is_aggregating, table_key
-from .columns import name_aggregates
+from .columns import name_aggregates, spark_name
 from .errors import SqlError
 
 BATCH_INPUT = "__dss_batch"  # the micro-batch's projected rows
@@ -333,6 +333,8 @@ def split_aggregate(
     if not keys:
         raise _unsupported("an aggregate without GROUP BY keys", scope)
     unnamed = name_aggregates(scope)
+    if unnamed is None:
+        unnamed = next((p for p in scope.expressions if spark_name(p) is None), None)
     if unnamed is not None:
         raise _unsupported(
             f"a column without a name ({unnamed.sql(dialect='spark')}: name it, ... AS total)",
