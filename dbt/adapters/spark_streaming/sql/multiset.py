@@ -55,9 +55,8 @@ class Retracted(exp.Expression, exp.AggFunc):  # (sqlglot's own aggregates list 
     """An aggregate of ``this`` (``STRUCT(value AS v, sign AS s)``) under retraction."""
 
     arg_types = {"this": True}
-    FINAL = ""  # over the values present (__arg)
-
-    SCANNED = ""  # the field of _SCAN's result
+    FINAL = ""  # the aggregate of the values present (__arg)
+    SCANNED = ""  # its field of _SCAN's result
 
     def oracle(self) -> exp.Expr:
         """The aggregate as batch SQL over all the signed rows of a group (a sorted scan, not

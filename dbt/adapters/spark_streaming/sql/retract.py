@@ -19,9 +19,8 @@ COUNT(DISTINCT x) cannot; they become aggregates that keep a count per value
 (sql/multiset.py), whose state the query keeps as partials in Delta (sql/state.py), never in
 Spark's state. ``FILTER (WHERE c)`` becomes part of the argument (``IF(c, x, NULL)``; for
 COUNT(*), the sign). A group whose rows were all retracted is deleted (``__keep``,
-sql/upsert.py).
-Other DISTINCT aggregates, joins and window TVFs over an upsert table are refused (SSV141), as
-is a streaming_view over one (SSV140), naming the upstream model.
+sql/upsert.py). Other DISTINCT aggregates, joins and window TVFs over an upsert table are
+refused (SSV141), as is a streaming_view over one (SSV140), naming the upstream model.
 """
 
 from __future__ import annotations
