@@ -39,15 +39,7 @@ WAREHOUSE = os.path.join(WORK, "warehouse")
 CHANGES = os.path.join(WAREHOUSE, "bench", "changes")
 SOURCE = "{{ source('bench', 'changes') }}"
 FILES = {
-    "dbt_project.yml": "name: bench_cdc\nversion: '1.0'\nconfig-version: 2\nprofile: bench\n",
-    "profiles.yml": (
-        "bench:\n  target: local\n  outputs:\n    local:\n      type: spark_streaming\n"
-        "      method: session\n      schema: bench\n"
-        f"      warehouse_path: {WAREHOUSE}\n      threads: 1\n"
-    ),
-    "models/sources.yml": (
-        "version: 2\nsources:\n  - name: bench\n    schema: bench\n    tables: [{name: changes}]\n"
-    ),
+    **bu.project_files("bench_cdc", WAREHOUSE, "changes"),
     "models/warm.sql": "{{ config(materialized='table') }}\nSELECT 1 AS x\n",  # starts Spark
     "models/dedup.sql": (
         "{{ config(materialized='upsert_table', state_ttl='3650 days') }}\n"

@@ -42,15 +42,7 @@ ACCOUNTS = os.path.join(WAREHOUSE, "bench", "accounts")
 SOURCE = "{{ source('bench', 'accounts') }}"
 CONFIG = "materialized='upsert_table', constant_domain=['region'], read_change_feed=true"
 FILES = {
-    "dbt_project.yml": "name: bench_retract\nversion: '1.0'\nconfig-version: 2\nprofile: bench\n",
-    "profiles.yml": (
-        "bench:\n  target: local\n  outputs:\n    local:\n      type: spark_streaming\n"
-        "      method: session\n      schema: bench\n"
-        f"      warehouse_path: {WAREHOUSE}\n      threads: 1\n"
-    ),
-    "models/sources.yml": (
-        "version: 2\nsources:\n  - name: bench\n    schema: bench\n    tables: [{name: accounts}]\n"
-    ),
+    **bu.project_files("bench_retract", WAREHOUSE, "accounts"),
     "models/warm.sql": "{{ config(materialized='table') }}\nSELECT 1 AS x\n",  # starts Spark
     "models/sums.sql": (
         f"{{{{ config({CONFIG}) }}}}\nSELECT region, COUNT(*) AS n, SUM(balance) AS total, "

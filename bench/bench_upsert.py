@@ -42,16 +42,27 @@ SQL = (
     "SELECT user_id, COUNT(*) AS n, SUM(amount) AS total, MAX(ts) AS last_ts\n"
     "FROM {{ source('bench', 'clicks') }} GROUP BY user_id\n"
 )
+
+
+def project_files(name: str, warehouse: str, table: str) -> dict:
+    """A bench dbt project's dbt_project.yml, profiles.yml (the in-process session, schema
+    bench, one thread) and sources.yml (source `bench` with `table`)."""
+    return {
+        "dbt_project.yml": f"name: {name}\nversion: '1.0'\nconfig-version: 2\nprofile: bench\n",
+        "profiles.yml": (
+            "bench:\n  target: local\n  outputs:\n    local:\n      type: spark_streaming\n"
+            "      method: session\n      schema: bench\n"
+            f"      warehouse_path: {warehouse}\n      threads: 1\n"
+        ),
+        "models/sources.yml": (
+            "version: 2\nsources:\n  - name: bench\n    schema: bench\n"
+            f"    tables: [{{name: {table}}}]\n"
+        ),
+    }
+
+
 FILES = {
-    "dbt_project.yml": "name: bench_upsert\nversion: '1.0'\nconfig-version: 2\nprofile: bench\n",
-    "profiles.yml": (
-        "bench:\n  target: local\n  outputs:\n    local:\n      type: spark_streaming\n"
-        "      method: session\n      schema: bench\n"
-        f"      warehouse_path: {WAREHOUSE}\n      threads: 1\n"
-    ),
-    "models/sources.yml": (
-        "version: 2\nsources:\n  - name: bench\n    schema: bench\n    tables: [{name: clicks}]\n"
-    ),
+    **project_files("bench_upsert", WAREHOUSE, "clicks"),
     "models/clicks_per_user.sql": "{{ config(materialized='upsert_table', state_ttl='30 days') }}\n"
     + SQL,
     "models/clicks_per_user_spark.sql": (
