@@ -39,36 +39,42 @@ import math
 import pickle
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
-from ..sql.over import EMIT, RANGE, ROWS, SEQ, TIME, UNBOUNDED_RANGE, OverSpec
+from ..sql.over import EMIT, EVENT_TIME, RANGE, ROWS, SEQ, TIME, UNBOUNDED_RANGE, OverSpec
+from .exact import carried, pack, reader, unpack, writer
 
 STATE_SCHEMA = "state binary"
-LAYOUT = 2  # the state record's layout (_held); records of layout 1 have no such field
+ROW = "__dss_row"  # the operator's rows, packed (runtime/exact.py)
+LAYOUT = 3  # the state record's layout (_held); records of layout 1 have no such field
 
 
 def over_dataframe(df, spec: OverSpec, output_schema) -> Tuple[Any, Optional[Callable], Any]:
     """The OVER aggregation of the input rows ``df`` (sql/over.py's input query), with the
     result columns ``output_schema`` (the batch query's own schema): the streaming DataFrame,
     the function that turns each of its micro-batches into result rows (None for an unbounded
-    frame: the stream's rows are the results), and the results' schema."""
+    frame: the stream's rows are the results), and the results' schema. The rows cross the
+    operator packed in one struct column (runtime/exact.py), so no value changes on the way."""
     from pyspark.sql.streaming.state import GroupStateTimeout
     from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
     result = StructType([StructField(f.name, f.dataType, True) for f in output_schema.fields])
+    packed = pack(df, ROW, keep=[*spec.keys, EVENT_TIME])  # the watermarked column stays
     timeout = GroupStateTimeout.EventTimeTimeout
-    if not spec.frame_items:
-        operator = _operator(spec, result.fieldNames(), framed=False)
-        stream = df.groupBy(*spec.keys).applyInPandasWithState(
-            operator, result, STATE_SCHEMA, "append", timeout
+    framed = bool(spec.frame_items)
+    rows = (
+        StructType(
+            [StructField(f.name, f.dataType, True) for f in df.schema.fields]
+            + [StructField(SEQ, LongType(), True), StructField(EMIT, BooleanType(), True)]
         )
+        if framed
+        else result
+    )
+    operator = _operator(spec, df.schema, rows, framed)
+    stream = packed.groupBy(*spec.keys).applyInPandasWithState(
+        operator, StructType([StructField(ROW, carried(rows))]), STATE_SCHEMA, "append", timeout
+    )
+    stream = unpack(stream, ROW, rows)
+    if not framed:
         return stream, None, result
-    rows = StructType(
-        [StructField(f.name, f.dataType, True) for f in df.schema.fields]
-        + [StructField(SEQ, LongType(), True), StructField(EMIT, BooleanType(), True)]
-    )
-    operator = _operator(spec, rows.fieldNames(), framed=True)
-    stream = df.groupBy(*spec.keys).applyInPandasWithState(
-        operator, rows, STATE_SCHEMA, "append", timeout
-    )
 
     def results(batch):
         return batch.selectExpr(*spec.frame_items).where(EMIT).drop(EMIT).to(result)
@@ -77,13 +83,15 @@ def over_dataframe(df, spec: OverSpec, output_schema) -> Tuple[Any, Optional[Cal
     return stream, results, result
 
 
-def _operator(spec: OverSpec, names: List[str], framed: bool):
-    """The function of applyInPandasWithState: ``names`` are its output columns (framed: the
-    input's columns, SEQ and EMIT)."""
+def _operator(spec: OverSpec, source, out, framed: bool):
+    """The function of applyInPandasWithState over rows of ``source`` (a StructType) packed in
+    column ROW, giving rows of ``out`` packed the same way (framed: the input's columns, SEQ
+    and EMIT)."""
     frame, preceding = spec.frame, spec.preceding
-    columns = names[:-2] if framed else [c for _, c in spec.outputs if isinstance(c, str)]
+    columns = source.fieldNames() if framed else [c for _, c in spec.outputs if isinstance(c, str)]
     args = [] if framed else [a.arg for a in spec.aggregates]
     functions = [a.function for a in spec.aggregates]
+    read, write = reader(source), writer(out)
 
     def run(key, pdfs, state) -> Iterator[Any]:
         import warnings
@@ -97,11 +105,10 @@ def _operator(spec: OverSpec, names: List[str], framed: bool):
         held = _held(state, framed)
         pending, kept, accs, seq = held or ([], [], [_empty(f) for f in functions], 0)
         for pdf in pdfs:
-            values = [pdf[c].tolist() for c in columns]
-            arg_values = [pdf[a].tolist() if a else [1] * len(pdf) for a in args]
-            for i, t in enumerate(pdf[TIME].tolist()):
-                row = tuple(v[i] for v in values)
-                pending.append((t, seq, row, tuple(v[i] for v in arg_values)))
+            for packed in pdf[ROW].tolist():
+                values = read(packed)
+                row = tuple(values[c] for c in columns)
+                pending.append((values[TIME], seq, row, tuple(values[a] if a else 1 for a in args)))
                 seq += 1
         ready = sorted(r for r in pending if r[0] <= watermark)
         pending = [r for r in pending if r[0] > watermark]
@@ -126,7 +133,7 @@ def _operator(spec: OverSpec, names: List[str], framed: bool):
         else:
             state.update((pickle.dumps((pending, kept, accs, seq, LAYOUT)),))
         if ready:
-            yield pd.DataFrame.from_records(out, columns=names)
+            yield pd.DataFrame({ROW: [write(r) for r in out]}, columns=[ROW])
 
     return run
 
@@ -134,7 +141,8 @@ def _operator(spec: OverSpec, names: List[str], framed: bool):
 def _held(state, framed: bool) -> Optional[tuple]:
     """The key's state record (pending, kept, accumulators, next arrival number), or None. A
     record without LAYOUT is of the layout before it: the same for an unbounded frame; a
-    bounded frame's held other rows, and its query cannot go on from it (SSR324)."""
+    bounded frame's held other rows, and its query cannot go on from it (SSR324). Before layout
+    3 the rows' values came through pandas columns, where a float NaN was a NULL: read so."""
     if not state.exists:
         return None
     held = pickle.loads(state.get[0])
@@ -143,7 +151,16 @@ def _held(state, framed: bool) -> Optional[tuple]:
             "OVER operator state of another layout: written by an older dbt-spark-streaming "
             "for a RANGE or ROWS frame"
         )
-    return tuple(held[:4])
+    pending, kept, accs, seq = held[:4]
+    if len(held) == 4 or held[4] < 3:
+        pending, kept = ([_nan_is_null(r) for r in rows] for rows in (pending, kept))
+    return pending, kept, accs, seq
+
+
+def _nan_is_null(row: tuple) -> tuple:
+    """A held row of layout 1 or 2 (time, arrival, values, aggregate arguments), NaN as NULL."""
+    time, seq, values, args = row
+    return time, seq, *(tuple(None if _nan(v) else v for v in vs) for vs in (values, args))
 
 
 def _result_row(spec: OverSpec, columns: List[str], row: tuple, results: list) -> tuple:
@@ -164,20 +181,29 @@ def _empty(function: str) -> list:
 
 
 def _add(acc: list, value: Any, function: str) -> None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None:
         return
     acc[0] += 1
     if function in ("sum", "avg", "count_if"):
         acc[1] = value if acc[1] is None else acc[1] + value
     elif function in ("min", "bool_and"):
-        acc[2] = value if acc[2] is None or value < acc[2] else acc[2]
+        acc[2] = value if acc[2] is None or _less(value, acc[2]) else acc[2]
     elif function in ("max", "bool_or"):
-        acc[3] = value if acc[3] is None or value > acc[3] else acc[3]
+        acc[3] = value if acc[3] is None or _less(acc[3], value) else acc[3]
     elif function in MOMENTS:
         delta = float(value) - acc[4]
         delta_n = delta / acc[0]
         acc[4] += delta_n
         acc[5] += delta * (delta - delta_n)
+
+
+def _nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _less(a: Any, b: Any) -> bool:
+    """a < b in Spark's order, where NaN is above every other number."""
+    return not _nan(a) and (_nan(b) or a < b)
 
 
 def _result(acc: list, function: str) -> Any:
