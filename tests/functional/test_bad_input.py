@@ -79,13 +79,20 @@ BAD_MODELS = {
         "SSV110",
         "soon",
     ),
-    # Spark would ignore the AS OF and join every version (wrong rows): refused instead
+    # a temporal join with a table that does not declare its versions
     "temporal_join": (
         "{{ config(materialized='streaming_view', dimensions=['bids']) }} "
         "SELECT o.bidtime, o.item, r.price FROM {{ ref('bids') }} AS o "
         "JOIN {{ ref('bids') }} FOR SYSTEM_TIME AS OF o.bidtime AS r ON o.item = r.item",
+        "SSV162",
+        "meta: {unique_key: <key column>, event_time: <time column>}",
+    ),
+    # Spark would ignore the AS OF and read the latest version (wrong rows): refused instead
+    "time_travel": (
+        "{{ config(materialized='streaming_view') }} "
+        "SELECT item, price FROM {{ ref('bids') }} VERSION AS OF 1",
         "SSV160",
-        "FOR SYSTEM_TIME AS OF",
+        "VERSION AS OF",
     ),
     # rows that would depend on when each batch ran: refused
     "wall_clock": (

@@ -47,3 +47,14 @@ def test_without_inputs_nothing_changes():
     assert classify({"x": 1}, []) == ({"x": 1}, "")
     ephemeral = {"relation": "s.e", "resource_type": "model", "materialized": "ephemeral"}
     assert classify({"x": 1}, [ephemeral]) == ({"x": 1}, "")
+
+
+def test_a_source_declaring_a_key_and_an_event_time_is_versioned():
+    rates = {**SOURCE, "relation": "s.Rates", "unique_key": "cur", "event_time": "t"}
+    pairs = {**SOURCE, "relation": "s.pairs", "unique_key": ["a", "b"], "event_time": "t"}
+    half = {**SOURCE, "relation": "s.half", "unique_key": "a"}  # no event_time: not versioned
+    versioned = classify({}, [SOURCE, rates, pairs, half, VIEW])[0]["versioned"]
+    assert {k: (v["unique_key"], v["event_time"]) for k, v in versioned.items()} == {
+        "s.rates": (["cur"], "t"),
+        "s.pairs": (["a", "b"], "t"),
+    }

@@ -8,6 +8,7 @@ from statistics import pstdev, pvariance, stdev, variance
 
 import pandas as pd
 import pytest
+from groupstate import State
 from pyspark.sql.types import (
     BooleanType,
     DoubleType,
@@ -116,33 +117,6 @@ def test_keep_holds_what_later_frames_reach():
     held = rows((0, 1), (5, 2), (12, 5))
     assert _keep(held, RANGE, 10) == held[1:]  # 12 - 10 = 2: the row at 0 leaves
     assert _keep(held, ROWS, 2) == held[-2:] and _keep(held, ROWS, 0) == []
-
-
-class State:
-    """Spark's GroupState, as much of it as the operator uses."""
-
-    def __init__(self, watermark_ms: int):
-        self.watermark_ms, self.value, self.timeout = watermark_ms, None, None
-
-    def getCurrentWatermarkMs(self):
-        return self.watermark_ms
-
-    @property
-    def exists(self):
-        return self.value is not None
-
-    @property
-    def get(self):
-        return self.value
-
-    def update(self, value):
-        self.value = value
-
-    def remove(self):
-        self.value = None
-
-    def setTimeoutTimestamp(self, ms):
-        self.timeout = ms
 
 
 def framed(frame: str):

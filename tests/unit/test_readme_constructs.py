@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt.adapters.spark_streaming.sql import SqlError, compile_query
+from dbt.adapters.spark_streaming.sql import SqlError, Versioned, compile_query
 
 README = Path(__file__).parents[2] / "README.md"
 SCHEMAS = {
@@ -75,9 +75,14 @@ EXAMPLES = {
         "SELECT b.item, b.price, s.price AS ask FROM a.bids AS b JOIN a.asks AS s "
         "ON b.item = s.item"
     ),
-    "temporal join (FOR SYSTEM_TIME AS OF)": (
-        "SELECT b.item, r.rate FROM a.bids AS b JOIN a.rates FOR SYSTEM_TIME AS OF b.bidtime "
-        "AS r ON b.item = r.currency"
+    "event-time temporal join (JOIN v FOR SYSTEM_TIME AS OF o.ts, INNER and LEFT)": (
+        "SELECT b.item, r.rate FROM a.bids AS b LEFT JOIN a.rates FOR SYSTEM_TIME AS OF b.bidtime "
+        "AS r ON b.item = r.currency",
+        {"versioned": {"a.rates": Versioned(("currency",), "rtime", "meta")}},
+    ),
+    "temporal join with a table that is not versioned": (
+        "SELECT b.item, r.price FROM a.bids AS b JOIN a.asks FOR SYSTEM_TIME AS OF b.bidtime "
+        "AS r ON b.item = r.item"
     ),
     "OVER a named window, refined (OVER (w ROWS 2 PRECEDING), Calcite's OVER w (RANGE ...))": (
         "SELECT item, bidtime, SUM(price) OVER w (RANGE INTERVAL '10' MINUTE PRECEDING) AS s "

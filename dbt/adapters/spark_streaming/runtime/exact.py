@@ -12,7 +12,7 @@ CAST to STRING gives every double back exactly, Python's float() reads it ('NaN'
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 
 def _floats(schema) -> List[bool]:
@@ -33,8 +33,9 @@ def carried(schema):
     )
 
 
-def pack(df, name: str, keep: Sequence[str] = ()):
-    """``df`` as the columns ``keep`` and one struct column ``name`` carrying all its columns."""
+def pack(df, name: str, keep: Sequence[str] = (), packed: Optional[Sequence[str]] = None):
+    """``df`` as the columns ``keep`` and one struct column ``name`` carrying its columns
+    ``packed`` (all of them if None)."""
     from pyspark.sql import functions as F
 
     fields = [
@@ -42,6 +43,7 @@ def pack(df, name: str, keep: Sequence[str] = ()):
         if floating
         else F.col(f"`{f.name}`").alias(f.name)
         for f, floating in zip(df.schema.fields, _floats(df.schema), strict=True)
+        if packed is None or f.name in packed
     ]
     return df.select(*[F.col(f"`{k}`") for k in keep], F.struct(*fields).alias(name))
 

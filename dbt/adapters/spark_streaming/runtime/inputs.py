@@ -84,4 +84,19 @@ def classify(config: Mapping[str, Any], inputs: Sequence[Mapping[str, Any]]):
     )
     if fallback and any(w in ("seed", "snapshot") or w in TABLES for _, w, _ in kinds.values()):
         line += " (no input is a stream by the graph: its tables are read as streams)"
-    return {**config, "dimensions": merged}, line
+    return {**config, "dimensions": merged, "versioned": versioned(inputs)}, line
+
+
+def versioned(inputs: Sequence[Mapping[str, Any]]) -> dict:
+    """{relation: {unique_key, event_time, how}} of the sources declared append-only streams of
+    versions (`meta: {unique_key: <column or list>, event_time: <column>}`), which a temporal
+    join can join as of a time (sql/temporaljoin.py)."""
+    out = {}
+    for node in inputs:
+        key, time = node.get("unique_key"), node.get("event_time")
+        if node.get("resource_type") != "source" or not (key and time):
+            continue
+        keys = [key] if isinstance(key, str) else list(key)
+        how = "its sources.yml meta {unique_key, event_time}"
+        out[node["relation"].lower()] = {"unique_key": keys, "event_time": time, "how": how}
+    return out

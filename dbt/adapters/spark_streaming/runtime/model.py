@@ -27,6 +27,7 @@ QUERY_CONFIG = (
     "constant_domain",
     "apply_changes",
     "read_change_feed",
+    "versioned",
 )  # the configs that shape the compiled query, or how it reads its sources
 
 
@@ -132,6 +133,10 @@ def compile_sql(
                 upsert.names_config(config, "dimensions") if dimensions is None else dimensions
             ),
             apply_changes=config.get("apply_changes"),
+            versioned={
+                relation: sqlfront.Versioned(tuple(v["unique_key"]), v["event_time"], v["how"])
+                for relation, v in (config.get("versioned") or {}).items()
+            },
         )
     except sqlfront.SqlError as exc:
         raise StreamingError(exc.code, exc.what, exc.why, exc.fix + _position(exc)) from None

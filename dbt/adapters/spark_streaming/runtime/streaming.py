@@ -382,7 +382,7 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options:
     the admission `options`, or for a dimension a table read at its latest version), the plan's
     Spark SQL over them (with a backlog `split`, its stream's part: runtime/backlog.py); with
     the function that makes each micro-batch of it the rows to write (None: its rows are; see
-    runtime/over.py), and their schema."""
+    runtime/over.py and runtime/temporaljoin.py), and their schema."""
     from pyspark.errors import PySparkException
 
     bindings = {}
@@ -397,6 +397,11 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options:
             reader.load(path).createOrReplaceTempView(view)
         bindings[name] = view
     try:
+        if plan.temporal is not None:  # a temporal join: our operator
+            from .temporaljoin import temporal_dataframe
+
+            view = f"__dss_tj_{model.schema}_{model.identifier}"
+            return temporal_dataframe(spark, plan, bindings, view)
         df = spark.sql(
             plan.sql_for(bindings) if split is None else split.stream_sql(plan, bindings)
         )

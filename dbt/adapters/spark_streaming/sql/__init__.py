@@ -66,11 +66,13 @@ from .analysis import WindowSpec
 from .compiler import QueryPlan, compile_query, parse_watermark_delay
 from .dialect import SparkStreaming
 from .errors import SqlError
+from .temporaljoin import Versioned
 
 __all__ = [
     "QueryPlan",
     "SparkStreaming",
     "SqlError",
+    "Versioned",
     "WindowSpec",
     "compile_query",
     "parse_watermark_delay",

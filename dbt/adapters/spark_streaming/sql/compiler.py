@@ -44,6 +44,10 @@ from .state import (
     unbounded_aggregate,
     undeclared_keys,
 )
+from .temporaljoin import BATCH_INPUT as TEMPORAL_BATCH
+from .temporaljoin import TemporalSpec, Versioned, analyse_temporal_join
+from .temporaljoin import emitted as temporal_emitted
+from .temporaljoin import late_rows as temporal_late_rows
 from .topn import inline_ranked_ctes, window_topns
 from .upsert import (
     KEEP_COLUMN,
@@ -80,6 +84,8 @@ class QueryPlan:
         repr=False, compare=False, default=None
     )  # state_ttl: the projection; OVER: the operator's input
     over: Optional[OverSpec] = None  # an OVER aggregation (sql/over.py, runtime/over.py)
+    # an event-time temporal join (sql/temporaljoin.py, runtime/temporaljoin.py)
+    temporal: Optional[TemporalSpec] = None
     # its streamed sources are read as Delta change feeds, rows with _op (config
     # read_change_feed: runtime/model.py compile_model sets it)
     change_feed: bool = False
@@ -122,7 +128,9 @@ class QueryPlan:
     def backlog_window(self) -> Optional[WindowSpec]:
         """The window TVF at which a backlog's windows can be split between a batch query and
         the stream (sql/backlog.py), or None: only for a streaming_view's window aggregate."""
-        if self.upsert is not None or self.over is not None or self._oracle is not None:
+        if self.upsert is not None or self._oracle is not None:
+            return None
+        if self.over is not None or self.temporal is not None:
             return None
         return backlog.splittable(self._bound({}), self.windows)
 
@@ -141,6 +149,9 @@ class QueryPlan:
         group is emitted (open windows too), and HAVING (``__keep``) decides which are kept."""
         if self.over is not None:
             return _generate(over_emitted(self._bound(bindings), self.over, watermark_us))
+        if self.temporal is not None:
+            tree = temporal_emitted(self._bound(bindings), self.temporal, watermark_us)
+            return _generate(tree)
         if self._oracle is not None:  # a Top-N without a window: no watermark, nothing late
             return _generate(self._bound(bindings, self._oracle))
         updating = self.updating
@@ -155,11 +166,31 @@ class QueryPlan:
         (inputs bound as for ``emitted_sql``)."""
         if self.over is not None:
             return [_generate(over_late_rows(self._bound(bindings), self.over))]
+        if self.temporal is not None:
+            return [_generate(q) for q in temporal_late_rows(self._bound(bindings), self.temporal)]
         return [_generate(q) for q in oracle.late_rows(self._bound(bindings))]
 
     def over_sql_for(self, bindings: Mapping[str, str]) -> str:
         """An OVER aggregation's own query (its result's columns and types) over ``bindings``."""
         return _generate(self._bound(bindings))
+
+    def temporal_inputs_sql(self, bindings: Mapping[str, str]) -> Tuple[str, str]:
+        """A temporal join's two inputs, the stream's and the versions' (sql/temporaljoin.py),
+        over ``bindings``."""
+        spec = self.temporal
+        if spec is None:
+            raise ValueError("the query is not a temporal join")
+        left, right = (
+            self._bound(bindings, _parse(sql)) for sql in (spec.left_sql, spec.right_sql)
+        )
+        return _generate(left), _generate(right)
+
+    def temporal_sql_for(self, view: str) -> str:
+        """A temporal join's result over the view ``view`` of a micro-batch of the operator's
+        output."""
+        if self.temporal is None:
+            raise ValueError("the query is not a temporal join")
+        return _generate(self._bound({TEMPORAL_BATCH: view}, _parse(self.temporal.post_sql)))
 
     def rank_sql_for(self, view: str) -> str:
         """A Top-N's re-ranking query (sql/upsert.py rewrite_rank) over the view ``view``."""
@@ -279,12 +310,13 @@ def _check_unsupported(tree: exp.Expr, allowed: AbstractSet[int] = frozenset()) 
     for node in tree.find_all(exp.Version):
         raise SqlError(
             "SSV160",
-            "temporal joins and time travel (FOR SYSTEM_TIME AS OF, TIMESTAMP / VERSION AS OF) "
-            "are not supported yet",
-            "Spark ignores the AS OF of a Delta source read here, so each row would be joined "
-            "with every version of the other table's rows instead of the one valid at its time",
-            "Join on a window (a window join of two TVFs), list the table in `dimensions` to "
-            "join its latest version, or join the versioned table's rows in a batch model.",
+            "time travel (TIMESTAMP / VERSION AS OF, or FOR SYSTEM_TIME AS OF outside a join) "
+            "is not supported in a streaming model",
+            "Spark ignores the AS OF of a Delta source read here, so the query would read every "
+            "version's rows instead of the one named",
+            "Read the table at a version in a batch model, join its versions as of each row's "
+            "event time (JOIN t FOR SYSTEM_TIME AS OF <stream>.<event time> ON ...), or list "
+            "it in `dimensions` to join its latest version.",
             node,
         )
     for node in tree.find_all(exp.Window):
@@ -328,6 +360,22 @@ def _over_plan(
     )
 
 
+def _temporal_plan(tree: exp.Expr, spec: TemporalSpec, delay_us: int) -> QueryPlan:
+    """The plan of a temporal join: the runtime builds its stream (sql/temporaljoin.py)."""
+    sources = _normalize_sources(tree)
+    identity = "\n".join((spec.left_sql, spec.right_sql, spec.post_sql, spec.kind))
+    return QueryPlan(
+        spark_sql=_generate(tree),
+        sources=sources,
+        kind="append",
+        windows=(),
+        watermark_delay_us=delay_us,
+        fingerprint=hashlib.sha256(identity.encode("utf-8")).hexdigest(),
+        _tree=tree,
+        temporal=spec,
+    )
+
+
 def parse_watermark_delay(value: Optional[str]) -> Optional[int]:
     """Parse the ``watermark_delay`` config ('1 minute', '30 seconds') to microseconds."""
     return _parse_duration_config(
@@ -368,6 +416,7 @@ def compile_query(
     constant_domain: Sequence[str] = (),
     dimensions: Sequence[str] = (),
     apply_changes: Optional[Mapping] = None,
+    versioned: Mapping[str, Versioned] = {},
 ) -> QueryPlan:
     """Parse, check and rewrite model ``sql`` (Flink window TVFs) into Spark SQL.
 
@@ -376,8 +425,9 @@ def compile_query(
     (sql/upsert.py). ``changelogs`` maps the upsert_tables the query may read as streams to
     their changelogs (sql/retract.py). ``state_ttl``, ``constant_domain`` and ``dimensions``
     bound its state (sql/state.py). ``apply_changes`` applies the query's rows as a change
-    feed by ``unique_key`` (sql/applychanges.py). Raises SqlError (codes SSV1xx) on invalid
-    input.
+    feed by ``unique_key`` (sql/applychanges.py). ``versioned`` maps the relations that hold
+    versions to their key and time (sql/temporaljoin.py). Raises SqlError (codes SSV1xx) on
+    invalid input.
     """
     delay_us = parse_watermark_delay(watermark_delay)
     ttl_us = _parse_duration_config(
@@ -388,6 +438,12 @@ def compile_query(
     refuse_ambiguous_columns(tree, schemas)
     refuse_wall_clock(tree)
     refuse_constant_relations(tree)
+    temporal = analyse_temporal_join(
+        tree, schemas, versioned, delay_us, materialization == UPSERT_TABLE, dimensions
+    )
+    if temporal is not None:
+        assert delay_us is not None  # (SSV105 otherwise)
+        return _temporal_plan(tree, temporal, delay_us)
     rewrite_group_windows(tree)
     rewrite_window_subqueries(tree)
     rewrite_retractions(tree, changelogs, materialization, schemas)

@@ -1,0 +1,123 @@
+"""Event-time temporal joins (sql/temporaljoin.py): the stateful operator Spark lacks.
+
+The two inputs (the stream's rows and the versions, each watermarked on its event time) are
+unioned into one stream, so its watermark is the minimum of both (Flink's "both watermarks";
+it stalls while one side is idle, as Flink's does), and grouped by the join key into
+``applyInPandasWithState`` with an event-time timeout, as runtime/over.py (which says why not
+transformWithState). Spark drops the rows of either side at or below the batch's watermark
+before they reach the operator (the oracle's rule, sql/temporaljoin.py emitted).
+
+Per key the state is one pickled record: the stream's rows not yet emitted and the versions
+that can still be joined. When called (new rows, or the timer fired) the operator first takes
+in the new rows and versions, then emits each row whose time is at or below the watermark
+with the version of greatest time at or below the row's (among equal times, the last to
+arrive), or with none (an INNER join drops it). A later version at or below the watermark
+would have been dropped as late, so that choice is final. It then keeps only the latest
+version at or below the watermark and those after it, and sets the timer for the earliest
+pending row. The rows cross the operator packed (runtime/exact.py) and are never looked into.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import pickle
+from typing import Any, Callable, Iterator, Optional, Tuple
+
+from ..sql.temporaljoin import LEFT_ROW, MICROS, RIGHT_ROW, TIME, TemporalSpec
+from .exact import carried, pack
+
+STATE_SCHEMA = "state binary"
+LAYOUT = 1  # the state record's layout
+
+
+def temporal_dataframe(spark, plan, bindings, view: str) -> Tuple[Any, Callable, Any]:
+    """The streaming DataFrame of the temporal join ``plan`` over the bound sources
+    ``bindings``, the function that turns each of its micro-batches into result rows (through
+    the temp view ``view``), and the results' schema."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql.types import StructField, StructType
+
+    spec: TemporalSpec = plan.temporal
+    kept = [*spec.keys, TIME, MICROS]
+    inputs, rows = [], {}  # the packed inputs; each packed column's row type
+    for sql, name in zip(plan.temporal_inputs_sql(bindings), (LEFT_ROW, RIGHT_ROW), strict=True):
+        df = spark.sql(sql)
+        packed = [f for f in df.schema.fields if f.name not in kept]
+        rows[name] = StructType([StructField(f.name, f.dataType, True) for f in packed])
+        inputs.append(pack(df, name, keep=kept, packed=[f.name for f in packed]))
+    union = inputs[0].unionByName(inputs[1], allowMissingColumns=True)
+    out = StructType([StructField(name, carried(t), True) for name, t in rows.items()])
+    stream = union.groupBy(*spec.keys).applyInPandasWithState(
+        _operator(spec.kind == "INNER"),
+        out,
+        STATE_SCHEMA,
+        "append",
+        GroupStateTimeout.EventTimeTimeout,
+    )
+    post = plan.temporal_sql_for(view)
+
+    def results(batch):
+        pairs = batch.select(*[F.col(name).cast(t).alias(name) for name, t in rows.items()])
+        pairs.createOrReplaceTempView(view)
+        return pairs.sparkSession.sql(post)
+
+    schema = results(spark.createDataFrame([], out)).schema  # analysed before any stream starts
+    return stream, results, schema
+
+
+def _operator(inner: bool):
+    """The function of applyInPandasWithState over the union of both sides (packed rows in
+    LEFT_ROW or RIGHT_ROW, the event time in MICROS), giving (LEFT_ROW, RIGHT_ROW) pairs."""
+
+    def run(key, pdfs, state) -> Iterator[Any]:
+        import pandas as pd
+
+        watermark = state.getCurrentWatermarkMs() * 1000
+        pending, versions, seq = _held(state) or ([], [], 0)
+        keyed = not any(k is None for k in key)  # a NULL key matches no version
+        for pdf in pdfs:
+            columns = (pdf[MICROS].tolist(), pdf[LEFT_ROW].tolist(), pdf[RIGHT_ROW].tolist())
+            for t, row, version in zip(*columns, strict=True):
+                if row is not None:
+                    pending.append((t, seq, row))
+                elif keyed:
+                    bisect.insort(versions, (t, seq, version))
+                seq += 1
+        due = sorted(r for r in pending if r[0] <= watermark)
+        pending = [r for r in pending if r[0] > watermark]
+        out = []
+        for t, _, row in due:
+            version = _valid(versions, t)
+            if version is not None or not inner:
+                out.append((row, version))
+        # the versions a row after the watermark can take: the last at or below it, and later
+        versions = versions[max(0, bisect.bisect_right(versions, (watermark, math.inf)) - 1) :]
+        if pending or versions:
+            state.update((pickle.dumps((pending, versions, seq, LAYOUT)),))
+        else:
+            state.remove()
+        if pending:
+            due_ms = math.ceil(min(r[0] for r in pending) / 1000) - 1
+            state.setTimeoutTimestamp(max(due_ms, watermark // 1000))
+        if out:
+            yield pd.DataFrame(
+                {LEFT_ROW: [r for r, _ in out], RIGHT_ROW: [v for _, v in out]},
+                columns=[LEFT_ROW, RIGHT_ROW],
+            )
+
+    return run
+
+
+def _valid(versions: list, t: int) -> Optional[dict]:
+    """The version of greatest (time, arrival) with time <= ``t`` (``versions`` sorted)."""
+    i = bisect.bisect_right(versions, (t, math.inf))
+    return versions[i - 1][2] if i else None
+
+
+def _held(state) -> Optional[tuple]:
+    """The key's state record (pending rows, versions, next arrival number), or None."""
+    if not state.exists:
+        return None
+    return tuple(pickle.loads(state.get[0])[:3])

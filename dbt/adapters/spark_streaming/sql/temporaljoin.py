@@ -1,0 +1,516 @@
+"""Event-time temporal joins (Flink's ``FOR SYSTEM_TIME AS OF``): each row of a stream joined
+with the version of a versioned table valid at the row's event time::
+
+    SELECT o.id, o.amount * r.rate AS converted
+    FROM orders AS o [LEFT] JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r
+    ON o.currency = r.currency
+
+The right side is versioned: an append-only stream of versions keyed by a unique key with an
+event time (a source declared ``meta: {unique_key: <col>, event_time: <col>}``, the design
+documents' replace mode). A version is valid from its time until the next version of its key
+(``[start, next start)``); a left row takes the version of greatest time <= its own, and is
+emitted once the watermark (the minimum of both inputs') passes its time.
+
+The plan (TemporalSpec, plain data; runtime/temporaljoin.py runs it):
+
+- Two inputs, each a source with its watermark, its event time as TIME and MICROS, the join
+  key as KEY columns (the stream's key expressions cast to the version key's types) and its
+  row. The runtime unions them and groups them by the key into a stateful operator, which
+  holds a key's pending rows and versions and outputs each due row with its version (LEFT_ROW,
+  RIGHT_ROW; no version: NULL).
+- ``post_sql``: the model's own SELECT over a micro-batch of those pairs (BATCH_INPUT): the
+  stream's alias names the row, the versioned side's alias the version if the whole ON holds
+  for it, else NULL (an INNER join drops the row); then the model's WHERE and items.
+- The oracle (``emitted``): the model's query in batch over the rows not dropped as late, the
+  versioned side with each version's end (the next version's time), the stream's rows at or
+  below the last watermark, each joined with the version valid at its time.
+
+Codes: SSV161 AS OF not the stream's event time; SSV162 the table is not versioned; SSV163 the
+ON does not equate the version key; SSV164 a RIGHT or FULL temporal join, or one in an
+upsert_table; SSV165 a query around the join that does not run on this plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from sqlglot import exp
+
+from .analysis import TIMESTAMP_TYPES, table_key
+from .columns import spark_name
+from .dialect import SparkStreaming, WatermarkedTable
+from .errors import SqlError
+from .intervals import interval_literal
+from .joins import conjuncts
+from .oracle import LATE_COLUMN
+
+KEY = "__dss_k{}"  # the operator's grouping columns: the join key
+TIME = "__dss_t"  # an input row's event time (the watermarked column)
+MICROS = "__dss_us"  # the same, microseconds since the epoch
+LEFT_ROW = "__dss_l"  # a row of the stream (a struct of its columns)
+RIGHT_ROW = "__dss_r"  # a version (a struct of its columns)
+BATCH_INPUT = "__dss_tj_batch"  # post_sql's input: the operator's output in a micro-batch
+END = "__dss_end"  # the oracle: when a version stops being valid (the next one's time)
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """How a relation holds versions: its key columns and each version's time column."""
+
+    keys: Tuple[str, ...]
+    time: str
+    how: str  # for messages, e.g. "source meta {unique_key, event_time}"
+
+
+@dataclass
+class TemporalJoin:
+    """``join`` in ``scope``: ``left`` (alias) joined, INNER or LEFT (``kind``), with the versioned
+    ``right`` table (alias ``right_alias``) as of ``as_of`` (a left column); ``keys`` pairs the
+    left expressions equated with the right key columns; ``rest`` the other ON conjuncts."""
+
+    scope: exp.Select
+    join: exp.Join
+    kind: str
+    left: str
+    right: exp.Table
+    right_alias: str
+    as_of: exp.Column
+    versioned: Versioned
+    keys: Tuple[Tuple[exp.Expr, str], ...]
+    rest: Tuple[exp.Expr, ...]
+
+
+def _refuse(code: str, what: str, why: str, fix: str, node: Optional[exp.Expr]) -> SqlError:
+    return SqlError(code, what, why, fix, node)
+
+
+def _aliases(scope: exp.Select) -> List[str]:
+    frm = scope.args.get("from_")
+    relations = ([frm.this] if frm is not None else []) + [
+        j.this for j in scope.args.get("joins") or []
+    ]
+    return [r.alias_or_name.lower() for r in relations]
+
+
+def _temporal_join(
+    scope: exp.Select, join: exp.Join, versioned: Mapping[str, Versioned]
+) -> TemporalJoin:
+    table = join.this
+    version = table.args["version"]
+    right = table.alias_or_name.lower()
+    name = table_key(table)
+    side = (join.args.get("side") or "").upper()
+    kind = (join.args.get("kind") or "").upper()
+    if side not in ("", "LEFT") or kind not in ("", "INNER", "OUTER"):
+        raise _refuse(
+            "SSV164",
+            f"a {join.sql(dialect='spark').split(' JOIN')[0].strip() or side} temporal join",
+            "a temporal join emits each row of its left side once, joined with the version "
+            "valid at its time (or with NULLs: LEFT); the versions themselves are not emitted",
+            "Write INNER JOIN or LEFT JOIN, the stream on the left and the versioned table FOR "
+            "SYSTEM_TIME AS OF the stream's event time on the right.",
+            join,
+        )
+    as_of = version.expression
+    aliases = _aliases(scope)
+    left = [a for a in aliases if a != right]
+    if (
+        str(version.this).upper() != "TIMESTAMP"
+        or not isinstance(as_of, exp.Column)
+        or (as_of.table and as_of.table.lower() == right)
+        or (as_of.table and as_of.table.lower() not in left)
+        or (not as_of.table and len(left) != 1)
+    ):
+        raise _refuse(
+            "SSV161",
+            f"FOR SYSTEM_TIME AS OF {as_of.sql(dialect='spark')}: not an event-time column "
+            "of the joined stream",
+            "the version joined to a row is the one valid at the row's event time, so AS OF "
+            "names that column; a literal would be time travel, and processing time would make "
+            "the result depend on when a micro-batch ran",
+            "Write FOR SYSTEM_TIME AS OF <stream alias>.<event-time column> (e.g. "
+            f"{left[0] if left else 'o'}.ts), or list {name} in `dimensions` to join its "
+            "latest version at each batch.",
+            version,
+        )
+    spec = versioned.get(name)
+    if spec is None:
+        raise _refuse(
+            "SSV162",
+            f"{name} is not a versioned table",
+            "a temporal join needs each version's key and time to know which version was valid "
+            "when",
+            f"Declare the source's versions in its sources.yml entry (meta: {{unique_key: "
+            "<key column>, event_time: <time column>}: an append-only stream of versions), or "
+            f"list {name} in `dimensions` and drop FOR SYSTEM_TIME AS OF to join its latest "
+            "version at each batch. An upsert_table's versions cannot be joined yet.",
+            table,
+        )
+    keys: List[Tuple[exp.Expr, str]] = []
+    rest: List[exp.Expr] = []
+    for cond in conjuncts(join.args.get("on")):
+        pair = _key_equality(cond, right, spec.keys)
+        if pair is not None:
+            keys.append(pair)
+        else:
+            rest.append(cond)
+    missing = [k for k in spec.keys if k.lower() not in {c.lower() for _, c in keys}]
+    stream = left[0] if left else "o"
+    if missing:
+        raise _refuse(
+            "SSV163",
+            f"the ON of the temporal join with {name} does not equate its key {', '.join(missing)}",
+            f"a row is joined with one version of one key of {name} ({spec.how}), so the ON "
+            "names every key column",
+            "Add "
+            + " AND ".join(f"{stream}.<column> = {right}.{k}" for k in missing)
+            + " to the ON.",
+            join,
+        )
+    return TemporalJoin(
+        scope,
+        join,
+        "LEFT" if side == "LEFT" else "INNER",
+        (as_of.table or left[0]).lower(),
+        table,
+        right,
+        as_of,
+        spec,
+        tuple(keys),
+        tuple(rest),
+    )
+
+
+def _key_equality(
+    cond: exp.Expr, right: str, keys: Tuple[str, ...]
+) -> Optional[Tuple[exp.Expr, str]]:
+    """(the left expression, the right key column) if ``cond`` equates a key column of the
+    versioned side (alias ``right``) with an expression of the other side."""
+    if not isinstance(cond, exp.EQ):
+        return None
+    for mine, other in ((cond.this, cond.expression), (cond.expression, cond.this)):
+        if (
+            isinstance(mine, exp.Column)
+            and mine.table.lower() == right
+            and mine.name.lower() in {k.lower() for k in keys}
+            and all(c.table.lower() != right for c in other.find_all(exp.Column))
+        ):
+            return other, mine.name
+    return None
+
+
+def temporal_joins(tree: exp.Expr, versioned: Mapping[str, Versioned]) -> List[TemporalJoin]:
+    """Every ``JOIN t FOR SYSTEM_TIME AS OF ...`` of ``tree``, analysed; ``versioned`` maps the
+    relations that hold versions (table_key) to how. SqlError (SSV161-SSV164) on one that cannot
+    run."""
+    found = []
+    for join in tree.find_all(exp.Join):
+        table = join.this
+        if isinstance(table, exp.Table) and isinstance(table.args.get("version"), exp.Version):
+            assert isinstance(join.parent, exp.Select)
+            found.append(_temporal_join(join.parent, join, versioned))
+    return found
+
+
+@dataclass(frozen=True)
+class TemporalSpec:
+    """A temporal join's plan (see the module docstring). ``kind`` INNER or LEFT; ``keys`` the
+    KEY columns; ``left_sql`` and ``right_sql`` the inputs over the source tables; ``post_sql``
+    the result over BATCH_INPUT; for the oracle the aliases, event-time columns and version key
+    columns as the query spells them."""
+
+    kind: str
+    keys: Tuple[str, ...]
+    left_sql: str
+    right_sql: str
+    post_sql: str
+    left: str
+    right: str
+    left_time: str
+    right_time: str
+    right_keys: Tuple[str, ...]
+
+
+def _shape_error(what: str, node: Optional[exp.Expr]) -> SqlError:
+    return _refuse(
+        "SSV165",
+        what,
+        "a temporal join runs as the model's one SELECT: a stream joined with one versioned "
+        "table, then a projection and WHERE of the joined rows, each emitted once",
+        "Write SELECT <columns> FROM <stream> [LEFT] JOIN <versioned> FOR SYSTEM_TIME AS OF "
+        "<stream>.<event time> ON ... [WHERE ...]; aggregate its rows in a downstream model.",
+        node,
+    )
+
+
+def _check_shape(join: TemporalJoin, tree: exp.Expr) -> None:
+    scope = join.scope
+    if scope is not tree:
+        raise _shape_error("a temporal join inside a subquery or CTE", join.join)
+    if len(scope.args.get("joins") or []) != 1:
+        raise _shape_error("a temporal join beside another join", join.join)
+    if not isinstance(scope.args["from_"].this, exp.Table):
+        raise _shape_error("a temporal join of a subquery or table function", scope.args["from_"])
+    for arg in ("group", "having", "qualify", "distinct", "windows", "order", "limit", "with_"):
+        if scope.args.get(arg):
+            raise _shape_error(f"{arg.rstrip('_').upper()} around a temporal join", scope.args[arg])
+    for node in scope.find_all(exp.AggFunc, exp.Window, exp.Subquery, exp.Select):
+        if node is not scope:
+            raise _shape_error(f"{node.sql(dialect='spark')} in a temporal join's query", node)
+
+
+def _columns(schema: Mapping[str, str]) -> Dict[str, str]:
+    return {c.lower(): c for c in schema}
+
+
+def _qualify(node: exp.Expr, sides: List[Tuple[str, Dict[str, str]]]) -> None:
+    """Qualify, in place, each unqualified column of ``node`` with the alias of the side that
+    has it (``sides``: (alias, lower-case name -> name))."""
+    for column in list(node.find_all(exp.Column)):
+        if column.table or isinstance(column.this, exp.Star):
+            continue
+        for alias, names in sides:
+            if column.name.lower() in names:
+                column.set("table", exp.to_identifier(alias))
+                break
+
+
+def _expand(item: exp.Expr, sides: List[Tuple[str, Dict[str, str]]]) -> List[exp.Expr]:
+    """``*`` and ``<alias>.*`` as the columns they stand for."""
+    if isinstance(item, exp.Star):
+        wanted = [alias for alias, _ in sides]
+    elif isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+        wanted = [item.table.lower()]
+    else:
+        return [item]
+    return [
+        exp.column(name, table=alias, quoted=True)
+        for alias, names in sides
+        if alias in wanted
+        for name in names.values()
+    ]
+
+
+def _input(
+    table: exp.Table, alias: str, time: str, keys: Sequence[exp.Expr], delay_us: int
+) -> exp.Select:
+    """One input of the operator: the KEY columns, TIME, MICROS and the row's columns (which
+    the runtime packs into LEFT_ROW or RIGHT_ROW)."""
+    watermarked = WatermarkedTable(
+        this=exp.Table(this=table.this.copy(), db=table.args["db"].copy() if table.db else None),
+        column=exp.column(time),
+        delay=interval_literal(delay_us),
+    )
+    source = exp.Subquery(
+        this=exp.select(exp.Star()).from_(watermarked),
+        alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)),
+    )
+    at = exp.column(time, table=alias, quoted=True)
+    items = [exp.alias_(k, KEY.format(i)) for i, k in enumerate(keys)]
+    items += [exp.alias_(at.copy(), TIME), exp.alias_(exp.func("unix_micros", at.copy()), MICROS)]
+    items.append(exp.Column(this=exp.Star(), table=exp.to_identifier(alias, quoted=True)))
+    return (
+        exp.select(*items).from_(source).where(exp.Not(this=exp.Is(this=at, expression=exp.null())))
+    )
+
+
+def analyse_temporal_join(
+    tree: exp.Expr,
+    schemas: Mapping[str, Mapping[str, str]],
+    versioned: Mapping[str, Versioned],
+    delay_us: Optional[int],
+    upsert: bool,
+    dimensions: Sequence[str] = (),
+) -> Optional[TemporalSpec]:
+    """The plan of the model query ``tree`` if it is a temporal join (None if it has none),
+    qualifying its columns and expanding its stars in place; SqlError SSV105, SSV161-SSV165 if
+    it cannot run. ``versioned`` as temporal_joins; ``upsert``: the model is an upsert_table;
+    ``dimensions``: config `dimensions` (neither side may be one)."""
+    joins = temporal_joins(tree, versioned)
+    if not joins:
+        return None
+    join = joins[0]
+    if upsert:
+        raise _refuse(
+            "SSV164",
+            "a temporal join in an upsert_table",
+            "a temporal join emits each row of its stream once, joined with the version valid "
+            "at its time: its rows never change, so they append",
+            "Use materialized='streaming_view' (and aggregate its rows in a downstream model).",
+            join.join,
+        )
+    _check_shape(join, tree)
+    assert isinstance(tree, exp.Select)
+    left_table = tree.args["from_"].this
+    for table in (left_table, join.right):
+        key = table_key(table)
+        if any(d.lower() in (key, key.rpartition(".")[2]) for d in dimensions):
+            raise _shape_error(
+                f"{key} is in config `dimensions`: read as a table at its latest version, it "
+                "has no rows arriving for a temporal join (remove it from `dimensions`, or drop "
+                "FOR SYSTEM_TIME AS OF to join the latest version)",
+                table,
+            )
+    left_schema = schemas.get(table_key(left_table), {})
+    right_schema = schemas.get(table_key(join.right), {})
+    left_names, right_names = _columns(left_schema), _columns(right_schema)
+    time = left_names.get(join.as_of.name.lower())
+    if time is None or left_schema[time].lower() not in TIMESTAMP_TYPES:
+        raise _refuse(
+            "SSV161",
+            f"FOR SYSTEM_TIME AS OF {join.as_of.sql(dialect='spark')}: not a TIMESTAMP column of "
+            f"{table_key(left_table)}",
+            "the version joined to a row is the one valid at the row's event time, a TIMESTAMP "
+            "column of the stream",
+            "Name the stream's event-time column (a TIMESTAMP) in FOR SYSTEM_TIME AS OF.",
+            join.as_of,
+        )
+    spec = join.versioned
+    missing = [c for c in (*spec.keys, spec.time) if c.lower() not in right_names]
+    right_time = right_names.get(spec.time.lower())
+    if missing or right_time is None or right_schema[right_time].lower() not in TIMESTAMP_TYPES:
+        raise _refuse(
+            "SSV162",
+            f"the meta of {table_key(join.right)} names {', '.join(missing)}, which it has no "
+            "column of"
+            if missing
+            else f"{table_key(join.right)}'s event_time {spec.time} is not a TIMESTAMP column",
+            f"a version's key and time are columns of {table_key(join.right)} ({spec.how}); the "
+            "time is a TIMESTAMP",
+            f"Fix the meta of {table_key(join.right)} in its sources.yml entry to name its "
+            "key and event-time columns.",
+            join.right,
+        )
+    if delay_us is None:
+        raise _refuse(
+            "SSV105",
+            "temporal join without a watermark delay",
+            "a row is joined once the watermark passes its time: the versions up to it have "
+            "arrived by then, so the stream needs to know how late rows may arrive",
+            "Set watermark_delay in the model config (e.g. watermark_delay='1 minute').",
+            join.join,
+        )
+    left, right = join.left, join.right_alias
+    sides = [(left, left_names), (right, right_names)]
+    items = [e for item in tree.expressions for e in _expand(item, sides)]
+    for node in [*items, join.join.args.get("on"), tree.args.get("where")]:
+        if node is not None:
+            _qualify(node, sides)
+    named = []
+    for item in items:
+        name = spark_name(item, (left, right))
+        if name is None:
+            raise _shape_error(f"{item.sql(dialect='spark')} has no name (write AS <name>)", item)
+        named.append(
+            exp.alias_(item.unalias() if isinstance(item, exp.Alias) else item, name, quoted=True)
+        )
+    tree.set("expressions", items)
+    key_types = [right_schema[right_names[c.lower()]] for _, c in join.keys]
+    left_keys = [exp.cast(e.copy(), t) for (e, _), t in zip(join.keys, key_types, strict=True)]
+    right_keys = [
+        exp.column(right_names[c.lower()], table=right, quoted=True) for _, c in join.keys
+    ]
+    return TemporalSpec(
+        kind=join.kind,
+        keys=tuple(KEY.format(i) for i in range(len(join.keys))),
+        left_sql=_sql(_input(left_table, left, time, left_keys, delay_us)),
+        right_sql=_sql(_input(join.right, right, right_time, right_keys, delay_us)),
+        post_sql=_sql(_post(named, join, tree.args.get("where"))),
+        left=left,
+        right=right,
+        left_time=time,
+        right_time=right_time,
+        right_keys=tuple(right_names[c.lower()] for _, c in join.keys),
+    )
+
+
+def _sql(tree: exp.Expr) -> str:
+    return tree.sql(dialect=SparkStreaming, comments=False)
+
+
+def _post(items: List[exp.Expr], join: TemporalJoin, where: Optional[exp.Where]) -> exp.Select:
+    """The result of a micro-batch of (LEFT_ROW, RIGHT_ROW) pairs (BATCH_INPUT)."""
+    left, right = (exp.to_identifier(a, quoted=True) for a in (join.left, join.right_alias))
+    pairs = exp.select(
+        exp.alias_(exp.column(LEFT_ROW), left.copy()),
+        exp.alias_(exp.column(RIGHT_ROW), right.copy()),
+    ).from_(exp.to_table(BATCH_INPUT))
+    on = join.join.args.get("on") or exp.true()
+    matched = exp.If(this=on.copy(), true=exp.column(right.copy()), false=exp.null())
+    joined = exp.select(exp.column(left.copy()), exp.alias_(matched, right.copy())).from_(
+        pairs.subquery("__dss_pairs")
+    )
+    post = exp.select(*items).from_(joined.subquery("__dss_joined"))
+    conditions = [where.this.copy()] if where is not None else []
+    if join.kind == "INNER":
+        conditions.insert(
+            0, exp.Not(this=exp.Is(this=exp.column(right.copy()), expression=exp.null()))
+        )
+    return post.where(exp.and_(*conditions)) if conditions else post
+
+
+def emitted(tree: exp.Expr, spec: TemporalSpec, watermark_us: int) -> exp.Expr:
+    """What the stream emitted up to a batch with watermark ``watermark_us``: the model's query
+    (sources bound to views carrying LATE_COLUMN) over the rows not dropped as late, the
+    stream's rows at or below the watermark, each joined with the version valid at its time."""
+    tree = tree.copy()
+    join = tree.args["joins"][0]
+    due = exp.LTE(
+        this=exp.column(spec.left_time),
+        expression=exp.func("timestamp_micros", exp.Literal.number(watermark_us)),
+    )
+    _filtered(tree.args["from_"].this, spec.left_time, due)
+    versions = _filtered(join.this, spec.right_time, None)
+    end = exp.Window(
+        this=exp.func("lead", exp.column(spec.right_time)),
+        partition_by=[exp.column(k) for k in spec.right_keys],
+        order=exp.Order(expressions=[exp.Ordered(this=exp.column(spec.right_time))]),
+    )
+    versions.set("expressions", [exp.Star(), exp.alias_(end, END)])
+    at = exp.column(spec.left_time, table=spec.left, quoted=True)
+    start, stop = (exp.column(c, table=spec.right, quoted=True) for c in (spec.right_time, END))
+    valid = exp.and_(
+        exp.LTE(this=start, expression=at.copy()),
+        exp.or_(
+            exp.Is(this=stop.copy(), expression=exp.null()), exp.LT(this=at.copy(), expression=stop)
+        ),
+    )
+    join.set("on", exp.and_(join.args.get("on") or exp.true(), valid))
+    return tree
+
+
+def late_rows(tree: exp.Expr, spec: TemporalSpec) -> List[exp.Expr]:
+    """The rows of each side the stream dropped as late, with the watermark of the batch that
+    read them."""
+    out: List[exp.Expr] = []
+    for table, time in (
+        (tree.args["from_"].this, spec.left_time),
+        (tree.args["joins"][0].this, spec.right_time),
+    ):
+        rows = exp.select(
+            exp.Star(except_=[exp.column(LATE_COLUMN)]),
+            exp.alias_(exp.column(LATE_COLUMN), "batch_watermark"),
+        ).from_(exp.Table(this=table.this.copy()))
+        out.append(rows.where(_late(time)))
+    return out
+
+
+def _late(time: str) -> exp.Expr:
+    """Spark's rule: a row at or below the watermark of the batch that read it is dropped."""
+    late = exp.LTE(this=exp.column(time), expression=exp.column(LATE_COLUMN))
+    return exp.Coalesce(this=late, expressions=[exp.false()])
+
+
+def _filtered(table: exp.Table, time: str, condition: Optional[exp.Expr]) -> exp.Select:
+    """Replace the bound ``table`` by its rows with a time, not dropped as late (and meeting
+    ``condition``), keeping its correlation name; the new SELECT."""
+    on_time = exp.and_(
+        exp.Not(this=exp.Is(this=exp.column(time), expression=exp.null())),
+        exp.Not(this=_late(time)),
+        *([condition] if condition is not None else []),
+    )
+    rows = exp.select(exp.Star()).from_(exp.Table(this=table.this.copy())).where(on_time)
+    alias = table.args.get("alias") or exp.TableAlias(this=table.this.copy())
+    table.replace(exp.Subquery(this=rows, alias=alias.copy()))
+    return rows

@@ -1,0 +1,193 @@
+"""Event-time temporal joins (sql/temporaljoin.py, runtime/temporaljoin.py) through `dbt run`:
+a seeded random stream of orders joined with a source of currency rate versions (declared by
+`meta: {unique_key, event_time}`), both appended out of order within the watermark delay in
+three rounds, with NULL and NaN rates, NULL currencies and amounts, currencies without
+versions, and a late row on each side in the later rounds. After each run the LEFT and INNER
+models hold exactly the orders at or below the watermark, each with the version valid at its
+time (computed here in Python), the late rows are counted, and snapshot_equivalence passes."""
+
+import math
+import random
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pytest
+from dbt.tests.util import run_dbt
+from deltalake import write_deltalake
+
+from dbt.adapters.spark_streaming.runtime.continuous import runner
+
+from . import test_continuous as continuous
+from .helpers import commits, equivalence_project, rows, table_path
+
+SOURCES = """
+sources:
+  - name: raw
+    schema: "{{ target.schema }}"
+    tables:
+      - name: orders
+      - name: rates
+        config:
+          meta: {unique_key: currency, event_time: rtime}
+"""
+CONFIG = "{{ config(materialized='streaming_view', watermark_delay='2 minutes') }}\n"
+ORDERS = "{{ source('raw', 'orders') }}"
+RATES = "{{ source('raw', 'rates') }}"
+MODELS = {
+    "tj_left": "SELECT o.id, o.ts, o.currency, amount, r.rate, o.amount * r.rate AS converted, "
+    f"rtime AS rate_time FROM {ORDERS} AS o LEFT JOIN {RATES} FOR SYSTEM_TIME AS OF o.ts AS r "
+    "ON o.currency = r.currency AND r.rate > 0 WHERE o.id % 7 <> 3",
+    "tj_inner": f"SELECT o.*, rate FROM {ORDERS} o JOIN {RATES} FOR SYSTEM_TIME AS OF o.ts AS r "
+    "ON r.currency = o.currency",
+}
+EPOCH = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+DELAY = timedelta(minutes=2)
+
+
+def rounds(seed: int, count: int = 3) -> list[tuple[list, list]]:
+    """Per round (orders, rates): orders (id, ts, currency, amount) and rates (currency, rtime,
+    rate) over the next 10 minutes, reaching back to just after the watermark, shuffled; from
+    the second round on, each side has one row far below the watermark (late)."""
+    rng = random.Random(seed)
+    out, ids, used = [], iter(range(10**6)), set()
+    for i in range(count):
+        back = DELAY - timedelta(seconds=1) if i else timedelta(0)  # to just after the watermark
+        low, span = EPOCH + timedelta(minutes=10 * i) - back, 600 + int(back.total_seconds())
+        orders = [
+            (
+                next(ids),
+                low + timedelta(seconds=rng.randrange(span), microseconds=rng.randrange(10**6)),
+                rng.choice(["EUR", "GBP", "JPY", "CHF", None]),
+                rng.choice([None, rng.uniform(-1e3, 1e9), 10.0 ** rng.randrange(-5, 15)]),
+            )
+            for _ in range(40)
+        ]
+        rates = []
+        while len(rates) < 12:
+            at = low + timedelta(seconds=rng.randrange(span))
+            currency = rng.choice(["EUR", "GBP", "JPY"])
+            if (currency, at) in used:  # one version per key and time (ties: docs)
+                continue
+            used.add((currency, at))
+            rate = rng.choice([None, math.nan, -1.0, rng.uniform(0.001, 200.0)])
+            rates.append((currency, at, rate))
+        if i:
+            late = EPOCH + timedelta(minutes=10 * i - 9)
+            orders.append((next(ids), late, "EUR", 1.0))
+            rates.append(("EUR", late, 99.0))
+        rng.shuffle(orders)
+        rng.shuffle(rates)
+        out.append((orders, rates))
+    return out
+
+
+def write(path: str, columns: dict) -> None:
+    write_deltalake(path, pa.table(columns), mode="append")
+
+
+def append(project, orders: list, rates: list) -> None:
+    write(
+        table_path(project, "orders"),
+        {
+            "id": pa.array([o[0] for o in orders], pa.int64()),
+            "ts": pa.array([o[1] for o in orders], pa.timestamp("us", tz="UTC")),
+            "currency": pa.array([o[2] for o in orders], pa.string()),
+            "amount": pa.array([o[3] for o in orders], pa.float64()),
+        },
+    )
+    write(
+        table_path(project, "rates"),
+        {
+            "currency": pa.array([r[0] for r in rates], pa.string()),
+            "rtime": pa.array([r[1] for r in rates], pa.timestamp("us", tz="UTC")),
+            "rate": pa.array([r[2] for r in rates], pa.float64()),
+        },
+    )
+
+
+def valid(rates: list, currency, at: datetime):
+    """The version of `currency` valid at `at`: the latest at or before it."""
+    mine = [r for r in rates if currency is not None and r[0] == currency and r[1] <= at]
+    return max(mine, key=lambda r: r[1], default=None)
+
+
+def utc(row: tuple) -> tuple:
+    return tuple(v.astimezone(timezone.utc) if isinstance(v, datetime) else v for v in row)
+
+
+def expected(name: str, orders: list, rates: list, watermark: datetime) -> list[tuple]:
+    out = []
+    for oid, ts, currency, amount in orders:
+        if ts > watermark:
+            continue
+        version = valid(rates, currency, ts)
+        if name == "tj_inner":
+            if version is not None:
+                out.append((oid, ts, currency, amount, version[2]))
+            continue
+        if oid % 7 == 3:
+            continue
+        # ON r.rate > 0, where Spark orders NaN above every number
+        if version is None or version[2] is None or not (version[2] > 0 or math.isnan(version[2])):
+            version = (None, None, None)
+        rate = version[2]
+        converted = None if amount is None or rate is None else amount * rate
+        out.append((oid, ts, currency, amount, rate, converted, version[1]))
+    return sorted(out, key=lambda r: r[0])
+
+
+class TestTemporalJoin:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return equivalence_project(SOURCES, {n: CONFIG + sql for n, sql in MODELS.items()})
+
+    def test_rows_join_the_version_valid_at_their_time(self, project):
+        orders, rates = [], []
+        for i, (new_orders, new_rates) in enumerate(rounds(seed=35)):
+            append(project, new_orders, new_rates)
+            late = EPOCH + timedelta(minutes=10 * i - 9)
+            orders += [o for o in new_orders if not (i and o[1] == late)]
+            rates += [r for r in new_rates if not (i and r[1] == late)]
+            results = run_dbt(["run"])
+            assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
+                n: 2 if i else 0 for n in MODELS
+            }
+            for name in MODELS:
+                wm = commits(table_path(project, name))[-1]["watermark_ms"]
+                watermark = datetime.fromtimestamp(wm / 1000, timezone.utc)
+                got = sorted(map(utc, rows(table_path(project, name))), key=lambda r: r[0])
+                want = expected(name, orders, rates, watermark)
+                assert len(got) == len(want) > 10 * (i + 1), (name, len(got), len(want))
+                for a, b in zip(got, want, strict=True):
+                    assert repr(a) == repr(b), (name, a, b)  # repr: NaN equals NaN
+        assert len(run_dbt(["test"])) == len(MODELS)
+
+
+class TestTemporalJoinContinuous(continuous.Base):
+    """The LEFT model run continuously (a runner, 2-second triggers): each round's orders come
+    out once the watermark passes them, with the versions valid at their times."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        trigger = CONFIG.replace(") }}", ", trigger={'processing_time': '2 seconds'}) }}")
+        return equivalence_project(SOURCES, {"tj_left": trigger + MODELS["tj_left"]})
+
+    def test_rows_come_out_as_the_watermark_passes(self, project):
+        path, orders, rates = table_path(project, "tj_left"), [], []
+        for i, (new_orders, new_rates) in enumerate(rounds(seed=36, count=2)):
+            new_orders = [o for o in new_orders if o[1] >= EPOCH + timedelta(minutes=10 * i - 2)]
+            new_rates = [r for r in new_rates if r[1] >= EPOCH + timedelta(minutes=10 * i - 2)]
+            append(project, new_orders, new_rates)
+            orders, rates = orders + new_orders, rates + new_rates
+            if not i:
+                run_dbt(["run"])  # starts the runner
+            newest = min(max(o[1] for o in orders), max(r[1] for r in rates))
+            watermark = newest.replace(microsecond=newest.microsecond // 1000 * 1000) - DELAY
+            want = expected("tj_left", orders, rates, watermark)
+            continuous.wait_for(lambda: len(rows(path)) == len(want), timeout=120)  # noqa: B023
+            got = sorted(map(utc, rows(path)), key=lambda r: r[0])
+            assert repr(got) == repr(want)
+        assert [r.status for r in run_dbt(["test"])] == ["pass"]
+        run_dbt(["run-operation", "stream_stop"])
+        warehouse = project.adapter.config.credentials.warehouse_path
+        assert runner.status(warehouse, f"{project.test_schema}.tj_left")["state"] == "stopped"

@@ -1,0 +1,251 @@
+"""Event-time temporal joins without Spark: the analysis and plan (sql/temporaljoin.py), their
+refusals through compile_query, and the operator (runtime/temporaljoin.py) driven through a
+stand-in for Spark's GroupState. tests/functional/test_temporal_join.py runs them."""
+
+import pickle
+
+import pandas as pd
+import pytest
+import sqlglot
+from groupstate import State
+
+from dbt.adapters.spark_streaming.runtime.temporaljoin import _operator
+from dbt.adapters.spark_streaming.sql import SqlError, compile_query
+from dbt.adapters.spark_streaming.sql.dialect import SparkStreaming
+from dbt.adapters.spark_streaming.sql.temporaljoin import Versioned, temporal_joins
+
+RATES = {"a.rates": Versioned(("currency",), "rtime", "source meta {unique_key, event_time}")}
+
+
+def analyse(sql, versioned=RATES):
+    return temporal_joins(sqlglot.parse_one(sql, read=SparkStreaming), versioned)
+
+
+def test_a_temporal_join_names_its_sides_keys_and_rest():
+    [join] = analyse(
+        "SELECT o.id, o.amount * r.rate AS c FROM a.orders AS o LEFT JOIN a.rates FOR "
+        "SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency AND r.rate > 0"
+    )
+    assert (join.kind, join.left, join.right_alias, join.as_of.sql()) == ("LEFT", "o", "r", "o.ts")
+    assert [(e.sql(), k) for e, k in join.keys] == [("o.currency", "currency")]
+    assert [c.sql() for c in join.rest] == ["r.rate > 0"]
+    [inner] = analyse(
+        "SELECT * FROM a.orders AS o JOIN a.rates FOR SYSTEM_TIME AS OF ts AS r "
+        "ON r.currency = UPPER(o.cur)"
+    )
+    assert inner.kind == "INNER" and [(e.sql(), k) for e, k in inner.keys] == [
+        ("UPPER(o.cur)", "currency")
+    ]
+
+
+@pytest.mark.parametrize(
+    "sql,versioned,code,text",
+    [
+        (
+            "SELECT * FROM a.orders AS o JOIN a.rates FOR SYSTEM_TIME AS OF "
+            "TIMESTAMP '2020-01-01' AS r ON o.currency = r.currency",
+            RATES,
+            "SSV161",
+            "not an event-time column",
+        ),
+        (
+            "SELECT * FROM a.orders AS o JOIN a.rates FOR SYSTEM_TIME AS OF r.rtime AS r "
+            "ON o.currency = r.currency",
+            RATES,
+            "SSV161",
+            "e.g. o.ts",
+        ),
+        (
+            "SELECT * FROM a.orders AS o JOIN a.rates FOR SYSTEM_TIME AS OF o.ts AS r "
+            "ON o.currency = r.currency",
+            {},
+            "SSV162",
+            "meta: {unique_key: <key column>, event_time: <time column>}",
+        ),
+        (
+            "SELECT * FROM a.orders AS o JOIN a.rates FOR SYSTEM_TIME AS OF o.ts AS r "
+            "ON o.currency < r.currency",
+            RATES,
+            "SSV163",
+            "does not equate its key currency",
+        ),
+        (
+            "SELECT * FROM a.orders AS o FULL JOIN a.rates FOR SYSTEM_TIME AS OF o.ts AS r "
+            "ON o.currency = r.currency",
+            RATES,
+            "SSV164",
+            "INNER JOIN or LEFT JOIN",
+        ),
+    ],
+)
+def test_refused_temporal_joins_say_how_to_fix_them(sql, versioned, code, text):
+    with pytest.raises(SqlError) as info:
+        analyse(sql, versioned)
+    assert info.value.code == code and text in str(info.value), str(info.value)
+
+
+SCHEMAS = {
+    "a.orders": {"id": "bigint", "ts": "timestamp", "currency": "string", "amount": "double"},
+    "a.rates": {"currency": "string", "rtime": "timestamp", "rate": "double"},
+    "a.asks": {"item": "string", "asktime": "timestamp"},
+}
+JOIN = "FROM a.orders AS o {kind} JOIN a.rates FOR SYSTEM_TIME AS OF o.ts AS r ON "
+
+
+def plan(sql, materialization="streaming_view", delay="1 minute", versioned=RATES, dims=()):
+    return compile_query(
+        sql,
+        schemas=SCHEMAS,
+        watermark_delay=delay,
+        materialization=materialization,
+        versioned=versioned,
+        dimensions=dims,
+    )
+
+
+def test_a_versioned_table_in_dimensions_is_refused():
+    with pytest.raises(SqlError) as info:
+        plan("SELECT o.id " + JOIN.format(kind="") + "o.currency = r.currency", dims=["rates"])
+    assert info.value.code == "SSV165" and "remove it from `dimensions`" in str(info.value)
+
+
+def test_the_plan_keys_both_inputs_and_applies_the_on_to_the_version():
+    spec = plan(
+        "SELECT *, amount * rate AS c " + JOIN.format(kind="LEFT") + "UPPER(o.currency) = "
+        "r.currency AND rate > 0 WHERE o.amount > 1"
+    ).temporal
+    assert spec.kind == "LEFT" and spec.keys == ("__dss_k0",)
+    assert spec.left_sql.startswith("SELECT CAST(UPPER(o.currency) AS STRING) AS __dss_k0")
+    assert "WATERMARK ts DELAY OF INTERVAL '60' SECONDS" in spec.left_sql
+    assert spec.right_sql.startswith("SELECT `r`.`currency` AS __dss_k0, `r`.`rtime` AS __dss_t")
+    # the stars stand for both sides' columns, each named as in batch; unqualified columns
+    # are qualified; the version is kept only where the whole ON holds
+    assert spec.post_sql.startswith(
+        "SELECT `o`.`id` AS `id`, `o`.`ts` AS `ts`, `o`.`currency` AS `currency`, "
+        "`o`.`amount` AS `amount`, `r`.`currency` AS `currency`, `r`.`rtime` AS `rtime`, "
+        "`r`.`rate` AS `rate`, o.amount * r.rate AS `c` FROM (SELECT `o`, "
+        "IF(UPPER(o.currency) = r.currency AND r.rate > 0, `r`, NULL) AS `r`"
+    ), spec.post_sql
+    assert spec.post_sql.endswith("WHERE o.amount > 1")
+    inner = plan("SELECT o.id, r.rate " + JOIN.format(kind="") + "o.currency = r.currency")
+    assert inner.temporal.post_sql.endswith("WHERE NOT `r` IS NULL")
+    oracle = inner.emitted_sql({"a.orders": "o_view", "a.rates": "r_view"}, 5_000_000)
+    assert "LEAD(rtime) OVER (PARTITION BY currency ORDER BY rtime" in oracle
+    assert "ts <= TIMESTAMP_MICROS(5000000)" in oracle
+
+
+@pytest.mark.parametrize(
+    "sql,materialization,delay,versioned,code,text",
+    [
+        (
+            "SELECT o.id " + JOIN.format(kind="") + "o.currency = r.currency",
+            "upsert_table",
+            "1 minute",
+            RATES,
+            "SSV164",
+            "materialized='streaming_view'",
+        ),
+        (
+            "SELECT o.currency, COUNT(*) AS n " + JOIN.format(kind="") + "o.currency = "
+            "r.currency GROUP BY o.currency",
+            "streaming_view",
+            "1 minute",
+            RATES,
+            "SSV165",
+            "aggregate its rows in a downstream model",
+        ),
+        (
+            "SELECT o.id " + JOIN.format(kind="") + "o.currency = r.currency "
+            "JOIN a.asks AS k ON k.item = o.currency",
+            "streaming_view",
+            "1 minute",
+            RATES,
+            "SSV165",
+            "beside another join",
+        ),
+        (
+            "SELECT o.amount * r.rate " + JOIN.format(kind="") + "o.currency = r.currency",
+            "streaming_view",
+            "1 minute",
+            RATES,
+            "SSV165",
+            "has no name",
+        ),
+        (
+            "SELECT o.id FROM a.orders AS o JOIN a.rates FOR SYSTEM_TIME AS OF o.amount AS r "
+            "ON o.currency = r.currency",
+            "streaming_view",
+            "1 minute",
+            RATES,
+            "SSV161",
+            "not a TIMESTAMP column of a.orders",
+        ),
+        (
+            "SELECT o.id " + JOIN.format(kind="") + "o.currency = r.currency",
+            "streaming_view",
+            "1 minute",
+            {"a.rates": Versioned(("currency",), "valid_from", "meta")},
+            "SSV162",
+            "names valid_from",
+        ),
+        (
+            "SELECT o.id " + JOIN.format(kind="") + "o.currency = r.currency",
+            "streaming_view",
+            None,
+            RATES,
+            "SSV105",
+            "watermark_delay",
+        ),
+    ],
+)
+def test_refused_plans_say_how_to_fix_them(sql, materialization, delay, versioned, code, text):
+    with pytest.raises(SqlError) as info:
+        plan(sql, materialization, delay, versioned)
+    assert info.value.code == code and text in str(info.value), str(info.value)
+
+
+def call(operator, state, rows, key=("EUR",)):
+    """One call with rows ('o' or 'v', time in ms, id): the (order id, version id) pairs out."""
+    pdf = pd.DataFrame(
+        {
+            "__dss_us": [t * 1000 for _, t, _ in rows],
+            "__dss_l": [{"id": i} if side == "o" else None for side, _, i in rows],
+            "__dss_r": [{"id": i} if side == "v" else None for side, _, i in rows],
+        }
+    )
+    out = list(operator(key, iter([pdf]), state))
+    if not out:
+        return []
+    return [
+        (o["id"], v and v["id"]) for o, v in zip(out[0]["__dss_l"], out[0]["__dss_r"], strict=True)
+    ]
+
+
+def test_a_row_waits_for_the_watermark_then_takes_the_version_valid_at_its_time():
+    state, left = State(watermark_ms=0), _operator(inner=False)
+    # versions out of order; two at 3 s: the later arrival wins
+    assert call(left, state, [("v", 5000, "v5"), ("o", 4000, "o4"), ("v", 3000, "v3a")]) == []
+    assert state.timeout == 3999  # the pending row's time, less one ms
+    assert call(left, state, [("v", 3000, "v3b"), ("o", 1000, "o1")]) == []
+    state.watermark_ms = 4000
+    assert call(left, state, [("o", 6000, "o6")]) == [("o1", None), ("o4", "v3b")]
+    pending, versions, _, _ = pickle.loads(state.get[0])
+    # kept: the last version at or below the watermark (3 s), and the one after it
+    assert [p[2]["id"] for p in pending] == ["o6"] and [v[0] for v in versions] == [
+        3_000_000,
+        5_000_000,
+    ]
+    state.watermark_ms = 9000
+    assert call(left, state, []) == [("o6", "v5")]
+    assert [v[0] for v in pickle.loads(state.get[0])[1]] == [5_000_000]
+
+
+def test_an_inner_join_drops_a_row_without_a_version_and_a_null_key_matches_none():
+    state, inner = State(watermark_ms=10_000), _operator(inner=True)
+    assert call(inner, state, [("v", 5000, "v5"), ("o", 4000, "o4"), ("o", 6000, "o6")]) == [
+        ("o6", "v5")
+    ]
+    state = State(watermark_ms=10_000)
+    nulls = [("v", 1000, "v1"), ("o", 2000, "o2")]
+    assert call(_operator(inner=False), state, nulls, key=(None,)) == [("o2", None)]
+    assert state.value is None  # nothing kept for a NULL key
