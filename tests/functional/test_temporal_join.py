@@ -8,6 +8,7 @@ time (computed here in Python), the late rows are counted, and snapshot_equivale
 
 import math
 import random
+import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -15,10 +16,12 @@ import pytest
 from dbt.tests.util import run_dbt
 from deltalake import write_deltalake
 
+from dbt.adapters.spark_streaming.faults import EXIT_CODE
 from dbt.adapters.spark_streaming.runtime.continuous import runner
 
 from . import test_continuous as continuous
-from .helpers import commits, equivalence_project, rows, table_path
+from . import test_exactly_once as exactly_once
+from .helpers import commits, equivalence_project, equivalence_tests, rows, table_path
 
 SOURCES = """
 sources:
@@ -86,8 +89,12 @@ def write(path: str, columns: dict) -> None:
 
 
 def append(project, orders: list, rates: list) -> None:
+    append_to({n: table_path(project, n) for n in ("orders", "rates")}, orders, rates)
+
+
+def append_to(paths: dict, orders: list, rates: list) -> None:
     write(
-        table_path(project, "orders"),
+        paths["orders"],
         {
             "id": pa.array([o[0] for o in orders], pa.int64()),
             "ts": pa.array([o[1] for o in orders], pa.timestamp("us", tz="UTC")),
@@ -96,7 +103,7 @@ def append(project, orders: list, rates: list) -> None:
         },
     )
     write(
-        table_path(project, "rates"),
+        paths["rates"],
         {
             "currency": pa.array([r[0] for r in rates], pa.string()),
             "rtime": pa.array([r[1] for r in rates], pa.timestamp("us", tz="UTC")),
@@ -191,3 +198,66 @@ class TestTemporalJoinContinuous(continuous.Base):
         run_dbt(["run-operation", "stream_stop"])
         warehouse = project.adapter.config.credentials.warehouse_path
         assert runner.status(warehouse, f"{project.test_schema}.tj_left")["state"] == "stopped"
+
+
+def crash_project(root) -> str:
+    """A project (one model, tj_left) under root/project whose sources live under root/raw."""
+    project = root / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text(
+        "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
+    )
+    (project / "profiles.yml").write_text(
+        "crash:\n  target: t\n  outputs:\n    t:\n      type: spark_streaming\n"
+        f"      method: session\n      schema: crash\n      warehouse_path: {root / 'w'}\n"
+        "      threads: 1\n"
+    )
+    (project / "models" / "sources.yml").write_text(
+        "version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n"
+        f"      - {{name: orders, meta: {{location: '{root / 'raw' / 'orders'}'}}}}\n"
+        f"      - {{name: rates, meta: {{location: '{root / 'raw' / 'rates'}', "
+        "unique_key: currency, event_time: rtime}}\n" + equivalence_tests(["tj_left"])
+    )
+    (project / "models" / "tj_left.sql").write_text(CONFIG + MODELS["tj_left"])
+    return str(project)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "after_delta_commit@2",
+        pytest.param("during_write@2", marks=pytest.mark.full),
+        pytest.param("before_write@2", marks=pytest.mark.full),
+    ],
+)
+def test_a_crash_loses_and_duplicates_no_joined_row(tmp_path, fault):
+    """`dbt run` (a subprocess) killed at a point of the second run's first micro-batch, then
+    run again with one more round: the table equals the Python oracle and the batch query."""
+    project = crash_project(tmp_path)
+    sources = {n: str(tmp_path / "raw" / n) for n in ("orders", "rates")}
+    orders, rates = [], []
+    for i, (new_orders, new_rates) in enumerate(rounds(seed=37)):
+        append_to(sources, new_orders, new_rates)
+        late = EPOCH + timedelta(minutes=10 * i - 9)
+        orders += [o for o in new_orders if not (i and o[1] == late)]
+        rates += [r for r in new_rates if not (i and r[1] == late)]
+        if i == 1:
+            crashed = exactly_once.dbt_run(project, fault)
+            assert crashed.returncode == EXIT_CODE, crashed.stdout[-3000:] + crashed.stderr[-2000:]
+        ran = exactly_once.dbt_run(project)
+        assert ran.returncode == 0, ran.stdout[-3000:]
+    out = str(tmp_path / "w" / "crash" / "tj_left")
+    meta = commits(out)
+    batch_ids = [m["batch_id"] for m in meta if m["batch_id"] is not None]
+    assert batch_ids == sorted(set(batch_ids)), "a batch was committed twice"
+    watermark = datetime.fromtimestamp(meta[-1]["watermark_ms"] / 1000, timezone.utc)
+    got = sorted(map(utc, rows(out)), key=lambda r: r[0])
+    assert repr(got) == repr(expected("tj_left", orders, rates, watermark))
+    tested = subprocess.run(
+        [exactly_once.DBT, "test", "--project-dir", project, "--profiles-dir", project],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert tested.returncode == 0, tested.stdout[-3000:]
