@@ -7,13 +7,14 @@ models hold exactly the orders at or below the watermark, each with the version 
 time (computed here in Python), the late rows are counted, and snapshot_equivalence passes."""
 
 import math
+import os
 import random
 import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from dbt.tests.util import run_dbt
+from dbt.tests.util import run_dbt, run_dbt_and_capture
 from deltalake import write_deltalake
 
 from dbt.adapters.spark_streaming.faults import EXIT_CODE
@@ -43,6 +44,7 @@ MODELS = {
     "tj_inner": f"SELECT o.*, rate FROM {ORDERS} o JOIN {RATES} FOR SYSTEM_TIME AS OF o.ts AS r "
     "ON r.currency = o.currency",
 }
+CHANGED = MODELS["tj_left"].replace("r.rate > 0", "r.rate > 1").replace("% 7 <> 3", "% 5 <> 2")
 EPOCH = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
 DELAY = timedelta(minutes=2)
 
@@ -122,20 +124,29 @@ def utc(row: tuple) -> tuple:
     return tuple(v.astimezone(timezone.utc) if isinstance(v, datetime) else v for v in row)
 
 
-def expected(name: str, orders: list, rates: list, watermark: datetime) -> list[tuple]:
+def expected(
+    name: str, orders: list, rates: list, watermark: datetime, since=None, changed=False
+) -> list[tuple]:
+    """The model's rows at `watermark` (only those after `since`; `changed`: tj_left's query as
+    CHANGED gives them)."""
     out = []
     for oid, ts, currency, amount in orders:
-        if ts > watermark:
+        if ts > watermark or (since is not None and ts <= since):
             continue
         version = valid(rates, currency, ts)
         if name == "tj_inner":
             if version is not None:
                 out.append((oid, ts, currency, amount, version[2]))
             continue
-        if oid % 7 == 3:
+        if oid % (5 if changed else 7) == (2 if changed else 3):
             continue
-        # ON r.rate > 0, where Spark orders NaN above every number
-        if version is None or version[2] is None or not (version[2] > 0 or math.isnan(version[2])):
+        # ON r.rate > 0 (or 1), where Spark orders NaN above every number
+        low = 1 if changed else 0
+        if (
+            version is None
+            or version[2] is None
+            or not (version[2] > low or math.isnan(version[2]))
+        ):
             version = (None, None, None)
         rate = version[2]
         converted = None if amount is None or rate is None else amount * rate
@@ -168,6 +179,27 @@ class TestTemporalJoin:
                 for a, b in zip(got, want, strict=True):
                     assert repr(a) == repr(b), (name, a, b)  # repr: NaN equals NaN
         assert len(run_dbt(["test"])) == len(MODELS)
+
+        # tj_left's WHERE and ON change: its state (the rows and versions held) goes on, and
+        # the rows after the change follow the new query
+        path = table_path(project, "tj_left")
+        before = rows(path)
+        since = datetime.fromtimestamp(commits(path)[-1]["watermark_ms"] / 1000, timezone.utc)
+        with open(os.path.join(project.project_root, "models", "tj_left.sql"), "w") as fh:
+            fh.write(CONFIG + CHANGED)
+        new_orders, new_rates = rounds(seed=35, count=4)[3]
+        late = EPOCH + timedelta(minutes=21)
+        append(project, new_orders, new_rates)
+        orders += [o for o in new_orders if o[1] != late]
+        rates += [r for r in new_rates if r[1] != late]
+        _, log = run_dbt_and_capture(["run", "-s", "tj_left"])
+        assert "class keeps_state (projection, filter or ON of a temporal join)" in log
+        watermark = datetime.fromtimestamp(commits(path)[-1]["watermark_ms"] / 1000, timezone.utc)
+        after = expected("tj_left", orders, rates, watermark, since=since, changed=True)
+        assert len(after) > 10
+        got = sorted(map(utc, rows(path)), key=lambda r: r[0])
+        assert repr(got) == repr(sorted(map(utc, before + after), key=lambda r: r[0]))
+        assert [r.status for r in run_dbt(["test", "-s", "tj_left"])] == ["pass"]
 
 
 class TestTemporalJoinContinuous(continuous.Base):

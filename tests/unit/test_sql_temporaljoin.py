@@ -12,6 +12,7 @@ from groupstate import State
 from dbt.adapters.spark_streaming.runtime.temporaljoin import _operator
 from dbt.adapters.spark_streaming.sql import SqlError, compile_query
 from dbt.adapters.spark_streaming.sql.dialect import SparkStreaming
+from dbt.adapters.spark_streaming.sql.querychange import classify
 from dbt.adapters.spark_streaming.sql.temporaljoin import Versioned, temporal_joins
 
 RATES = {"a.rates": Versioned(("currency",), "rtime", "source meta {unique_key, event_time}")}
@@ -249,3 +250,16 @@ def test_an_inner_join_drops_a_row_without_a_version_and_a_null_key_matches_none
     nulls = [("v", 1000, "v1"), ("o", 2000, "o2")]
     assert call(_operator(inner=False), state, nulls, key=(None,)) == [("o2", None)]
     assert state.value is None  # nothing kept for a NULL key
+
+
+def test_a_changed_projection_filter_or_on_keeps_the_state_a_changed_key_does_not():
+    base = "SELECT o.id, r.rate " + JOIN.format(kind="LEFT") + "o.currency = r.currency"
+    kept = [
+        base + " WHERE o.amount > 1",
+        base.replace("r.rate", "r.rate, o.amount"),
+        base.replace("LEFT JOIN", "JOIN") + " AND r.rate > 0",
+    ]
+    for sql in kept:
+        assert classify(plan(base), plan(sql)).keeps_state, sql
+    change = classify(plan(base), plan(base.replace("o.currency =", "UPPER(o.currency) =")))
+    assert change.what == "the temporal join's inputs or key"

@@ -13,7 +13,8 @@ rewritten Spark SQL trees: each is reduced to its *state core* (the outermost st
 with its projection replaced by the aggregate calls it and its HAVING compute, in order, which
 are Spark's aggregation buffers; everything below it as is), and the cores are compared.
 Conservative: a construct it does not reduce (a join, a window function, DISTINCT, a set
-operation) is compared whole, projection included.
+operation) is compared whole, projection included. A temporal join's state is its two inputs'
+rows (sql/temporaljoin.py): its items, WHERE and ON apply to each micro-batch's output.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ def classify(old, new) -> QueryChange:
         return _changes(f"sources {', '.join(old.sources)} -> {', '.join(new.sources)}")
     if _upsert_identity(old) != _upsert_identity(new):
         return _changes(f"upsert maintenance {_upsert_identity(old)} -> {_upsert_identity(new)}")
+    if old.temporal is not None and new.temporal is not None:  # sql/temporaljoin.py
+        was, now = old.temporal, new.temporal
+        if (was.left_sql, was.right_sql) == (now.left_sql, now.right_sql):
+            return QueryChange(KEEPS_STATE, "projection, filter or ON of a temporal join")
+        return _changes("the temporal join's inputs or key")
     old_tree, new_tree = old._tree, new._tree
     old_core, new_core = _core(old_tree), _core(new_tree)
     if old_core is None and new_core is None:
