@@ -9,6 +9,7 @@ beside them, its rows written out by hand."""
 
 import math
 import random
+import struct
 from datetime import datetime, timedelta, timezone
 from statistics import median, pstdev, stdev
 
@@ -184,17 +185,18 @@ sources:
 """
 WIDE = "{{ source('raw', 'wide') }}"
 EXACT = {  # values the operator carries (framed) and accumulates (running), checked exactly
-    "over_exact_framed": "SELECT k, ts, big, d, SUM(big) OVER w AS s, MAX(d) OVER w AS hi "
+    "over_exact_framed": "SELECT k, ts, big, d, f, SUM(big) OVER w AS s, MAX(d) OVER w AS hi "
     f"FROM {WIDE} WINDOW w AS (PARTITION BY k ORDER BY ts ROWS 1 PRECEDING)",
-    "over_exact_running": "SELECT k, ts, big, d, SUM(big) OVER w AS s, MAX(d) OVER w AS hi, "
-    "MIN(d) OVER w AS lo, COUNT(d) OVER w AS n "
+    "over_exact_running": "SELECT k, ts, big, d, f, SUM(big) OVER w AS s, "
+    "MAX(d) OVER w AS hi, MIN(d) OVER w AS lo, COUNT(d) OVER w AS n, SUM(f) OVER w AS sf "
     f"FROM {WIDE} WINDOW w AS (PARTITION BY k ORDER BY ts ROWS UNBOUNDED PRECEDING)",
 }
 
 
 def wide_events(seed: int, count: int) -> list[tuple]:
-    """(k, ts, big, d): BIGINTs beyond 2**53 beside NULLs, doubles with NaN, infinities, -0.0
-    and NULL; distinct times per key, in time order (a caller shuffles each append)."""
+    """(k, ts, big, d, f): BIGINTs beyond 2**53 beside NULLs, doubles with NaN, infinities,
+    -0.0 and NULL, FLOATs (as the doubles they are); distinct times per key, in time order (a
+    caller shuffles each append)."""
     rng = random.Random(seed)
     bigs = [None, 2**53 + 1, -(2**53) - 3, 2**56 - 1]
     doubles = [None, math.nan, math.inf, -math.inf, -0.0, 1e300, 2.5e-300]
@@ -204,9 +206,15 @@ def wide_events(seed: int, count: int) -> list[tuple]:
             at("10:00") + timedelta(seconds=i * 7, microseconds=rng.randrange(10**6)),
             rng.choice(bigs + [rng.randrange(-(2**55), 2**55)]),
             rng.choice(doubles + [rng.uniform(-1e6, 1e6)]),
+            rng.choice([None, float32(0.1), float32(rng.uniform(-1e3, 1e3))]),
         )
         for i in range(count)
     ]
+
+
+def float32(x: float) -> float:
+    """The double a FLOAT holds for ``x``."""
+    return struct.unpack("f", struct.pack("f", x))[0]
 
 
 def write_wide(path: str, events: list[tuple]) -> None:
@@ -218,6 +226,7 @@ def write_wide(path: str, events: list[tuple]) -> None:
                 "ts": pa.array([e[1] for e in events], pa.timestamp("us", tz="UTC")),
                 "big": pa.array([e[2] for e in events], pa.int64()),
                 "d": pa.array([e[3] for e in events], pa.float64()),
+                "f": pa.array([e[4] for e in events], pa.float32()),
             }
         ),
         mode="append",
@@ -241,15 +250,19 @@ def exact_expected(name: str, events: list[tuple], watermark: datetime) -> list[
     out = []
     for key in "abc":
         mine = sorted((e for e in events if e[0] == key), key=lambda e: e[1])
-        for i, (k, t, big, d) in enumerate(mine):
+        for i, (k, t, big, d, f) in enumerate(mine):
             if t > watermark:
                 continue
             frame = mine[max(0, i - 1) : i + 1] if name == "over_exact_framed" else mine[: i + 1]
             bigs = [e[2] for e in frame if e[2] is not None]
-            row = (k, t, big, d, sum(bigs) if bigs else None, spark_max([e[3] for e in frame]))
+            hi = spark_max([e[3] for e in frame])
+            row = (k, t, big, d, f, sum(bigs) if bigs else None, hi)
             if name == "over_exact_running":
-                ds = [e[3] for e in frame]
-                row += (spark_min(ds), sum(v is not None for v in ds))
+                ds, fs = [e[3] for e in frame], [e[4] for e in frame if e[4] is not None]
+                total = None
+                for v in fs:  # Spark's SUM of FLOATs: each widened to DOUBLE, in time order
+                    total = v if total is None else total + v
+                row += (spark_min(ds), sum(v is not None for v in ds), total)
             out.append(row)
     return sorted(out, key=lambda r: (r[0], r[1]))
 

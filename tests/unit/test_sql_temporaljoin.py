@@ -116,7 +116,7 @@ def test_the_plan_keys_both_inputs_and_applies_the_on_to_the_version():
         "r.currency AND rate > 0 WHERE o.amount > 1"
     ).temporal
     assert spec.kind == "LEFT" and spec.keys == ("__dss_k0",)
-    assert spec.left_sql.startswith("SELECT CAST(UPPER(o.currency) AS STRING) AS __dss_k0")
+    assert spec.left_sql.startswith("SELECT TRY_CAST(UPPER(o.currency) AS STRING) AS __dss_k0")
     assert "WATERMARK ts DELAY OF INTERVAL '60' SECONDS" in spec.left_sql
     assert spec.right_sql.startswith("SELECT `r`.`currency` AS __dss_k0, `r`.`rtime` AS __dss_t")
     # the stars stand for both sides' columns, each named as in batch; unqualified columns
@@ -263,3 +263,43 @@ def test_a_changed_projection_filter_or_on_keeps_the_state_a_changed_key_does_no
         assert classify(plan(base), plan(sql)).keeps_state, sql
     change = classify(plan(base), plan(base.replace("o.currency =", "UPPER(o.currency) =")))
     assert change.what == "the temporal join's inputs or key"
+
+
+def test_keys_of_one_type_group_as_the_on_compares():
+    """A key column of another type is refused; a key expression whose type the compiler does
+    not tell is grouped as TRY_CAST to the version key's type (NULL: no version)."""
+    with pytest.raises(SqlError) as info:
+        plan("SELECT o.id " + JOIN.format(kind="") + "o.id = r.currency")
+    assert info.value.code == "SSV163" and "o.id is BIGINT" in str(info.value)
+    cast = plan("SELECT o.id " + JOIN.format(kind="") + "CAST(o.id AS STRING) = r.currency")
+    assert cast.temporal.left_sql.startswith("SELECT CAST(o.id AS STRING) AS __dss_k0")
+    unknown = plan("SELECT o.id " + JOIN.format(kind="") + "o.currency || 'x' = r.currency")
+    assert unknown.temporal.left_sql.startswith("SELECT TRY_CAST(o.currency || 'x' AS STRING)")
+
+
+def test_columns_are_qualified_before_the_key_is_read():
+    """An unqualified column of the versioned side is not taken for the stream's; a struct
+    field's path gets its side's alias."""
+    with pytest.raises(SqlError) as info:
+        plan("SELECT o.id " + JOIN.format(kind="") + "r.currency = rate")
+    assert info.value.code == "SSV163"
+    schemas = {**SCHEMAS, "a.orders": {**SCHEMAS["a.orders"], "addr": "struct<city:string>"}}
+    spec = compile_query(
+        "SELECT addr.city AS city " + JOIN.format(kind="") + "o.currency = r.currency",
+        schemas=schemas,
+        watermark_delay="1 minute",
+        versioned=RATES,
+    ).temporal
+    assert spec.post_sql.startswith("SELECT o.addr.city AS `city` FROM")
+
+
+def test_a_timestamp_ntz_event_time_is_refused():
+    schemas = {**SCHEMAS, "a.orders": {**SCHEMAS["a.orders"], "ts": "timestamp_ntz"}}
+    with pytest.raises(SqlError) as info:
+        compile_query(
+            "SELECT o.id " + JOIN.format(kind="") + "o.currency = r.currency",
+            schemas=schemas,
+            watermark_delay="1 minute",
+            versioned=RATES,
+        )
+    assert info.value.code == "SSV161" and "TIMESTAMP_NTZ" in str(info.value)

@@ -4,10 +4,13 @@ pyspark hands such an operator each column as a pandas Series. An integer column
 becomes float64 (a BIGINT above 2**53 loses its last digits), and a float column's NaN cannot
 be told from NULL; on the way back a NaN becomes NULL. Inside a struct column every value
 crosses as a Python object (one dict per row): integers stay int and NULL is None, and only a
-float NaN still turns NULL on the way out (pyspark 4.3, measured 2026-11-29). So an
-operator's rows travel as one struct column whose FLOAT and DOUBLE fields are strings: Spark's
-CAST to STRING gives every double back exactly, Python's float() reads it ('NaN', 'Infinity',
-'-0.0') and repr() writes it ('nan', 'inf', ...), which Spark's CAST reads back.
+float NaN still turns NULL on the way out (pyspark 4.3, measured 2026-11-29). So an operator's
+rows travel as one struct column whose FLOAT and DOUBLE fields are strings: Spark's CAST to
+STRING gives every double back exactly (a FLOAT is first widened to the DOUBLE that Spark's
+aggregates take), Python's float() reads it ('NaN', 'Infinity', '-0.0') and repr() writes it
+('nan', 'inf', ...), which Spark's CAST reads back. Only top-level fields are converted: the
+tables here hold primitive types only (delta/types.py), so no array, map or struct of floats
+reaches an operator from a source.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def pack(df, name: str, keep: Sequence[str] = (), packed: Optional[Sequence[str]
     from pyspark.sql import functions as F
 
     fields = [
-        F.col(f"`{f.name}`").cast("string").alias(f.name)
+        F.col(f"`{f.name}`").cast("double").cast("string").alias(f.name)
         if floating
         else F.col(f"`{f.name}`").alias(f.name)
         for f, floating in zip(df.schema.fields, _floats(df.schema), strict=True)
@@ -48,14 +51,18 @@ def pack(df, name: str, keep: Sequence[str] = (), packed: Optional[Sequence[str]
     return df.select(*[F.col(f"`{k}`") for k in keep], F.struct(*fields).alias(name))
 
 
+def unpacked(column, schema) -> list:
+    """The fields of a carried struct ``column`` (carried(schema)) as the columns of
+    ``schema``, each cast back on its own."""
+    return [column[f.name].cast(f.dataType).alias(f.name) for f in schema.fields]
+
+
 def unpack(df, name: str, schema):
     """The rows of ``df``'s struct column ``name`` (carried(schema)) as the columns of
     ``schema``."""
     from pyspark.sql import functions as F
 
-    return df.select(
-        *[F.col(f"`{name}`")[f.name].cast(f.dataType).alias(f.name) for f in schema.fields]
-    )
+    return df.select(*unpacked(F.col(f"`{name}`"), schema))
 
 
 def reader(schema) -> Callable[[Any], dict]:

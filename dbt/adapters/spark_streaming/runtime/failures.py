@@ -30,7 +30,7 @@ _STATE_MARKERS = (
     "error reading snapshot file",
     "stream is corrupted",
     "unexpected_file_size",
-    "operator state of another layout",  # runtime/over.py
+    "operator state of another layout",  # runtime/over.py, runtime/temporaljoin.py
 )
 _DISK_FULL = ("no space left on device", "disk quota exceeded", "enospc")
 # a line of Python traceback or source, not a message

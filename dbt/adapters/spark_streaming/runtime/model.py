@@ -105,6 +105,15 @@ def compile_model(catalog: Catalog, model: StreamingModel):
     plan = compile_sql(
         model.sql, model.config, model.materialization, SourceSchemas(catalog, feed), changelogs
     )
+    if feed and plan.temporal is not None:
+        raise StreamingError(
+            "SSV164",
+            "a temporal join over sources read as change feeds (read_change_feed)",
+            "a temporal join emits each row of its stream once; an update or delete of an "
+            "input row could not retract the row it was joined into",
+            "Read the sources as they are appended (drop read_change_feed), or apply the feed "
+            "in an upstream upsert_table.",
+        )
     return replace(plan, change_feed=True) if feed else plan
 
 

@@ -25,7 +25,7 @@ import pickle
 from typing import Any, Callable, Iterator, Optional, Tuple
 
 from ..sql.temporaljoin import LEFT_ROW, MICROS, RIGHT_ROW, TIME, TemporalSpec
-from .exact import carried, pack
+from .exact import carried, pack, unpacked
 
 STATE_SCHEMA = "state binary"
 LAYOUT = 1  # the state record's layout
@@ -59,7 +59,12 @@ def temporal_dataframe(spark, plan, bindings, view: str) -> Tuple[Any, Callable,
     post = plan.temporal_sql_for(view)
 
     def results(batch):
-        pairs = batch.select(*[F.col(name).cast(t).alias(name) for name, t in rows.items()])
+        pairs = batch.select(
+            *[
+                F.when(F.col(name).isNotNull(), F.struct(*unpacked(F.col(name), t))).alias(name)
+                for name, t in rows.items()
+            ]
+        )
         pairs.createOrReplaceTempView(view)
         return pairs.sparkSession.sql(post)
 
@@ -120,4 +125,10 @@ def _held(state) -> Optional[tuple]:
     """The key's state record (pending rows, versions, next arrival number), or None."""
     if not state.exists:
         return None
-    return tuple(pickle.loads(state.get[0])[:3])
+    held = pickle.loads(state.get[0])
+    if held[3] != LAYOUT:
+        raise RuntimeError(
+            f"temporal join operator state of another layout ({held[3]}): written by another "
+            "dbt-spark-streaming"
+        )
+    return tuple(held[:3])

@@ -37,7 +37,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from sqlglot import exp
 
-from .analysis import TIMESTAMP_TYPES, table_key
+from .analysis import table_key
 from .columns import spark_name
 from .dialect import SparkStreaming, WatermarkedTable
 from .errors import SqlError
@@ -46,6 +46,7 @@ from .joins import conjuncts
 from .oracle import LATE_COLUMN
 
 KEY = "__dss_k{}"  # the operator's grouping columns: the join key
+WATERMARKED = frozenset({"timestamp", "timestamp_ltz"})  # (Spark: no watermark on TIMESTAMP_NTZ)
 TIME = "__dss_t"  # an input row's event time (the watermarked column)
 MICROS = "__dss_us"  # the same, microseconds since the epoch
 LEFT_ROW = "__dss_l"  # a row of the stream (a struct of its columns)
@@ -81,10 +82,6 @@ class TemporalJoin:
     rest: Tuple[exp.Expr, ...]
 
 
-def _refuse(code: str, what: str, why: str, fix: str, node: Optional[exp.Expr]) -> SqlError:
-    return SqlError(code, what, why, fix, node)
-
-
 def _aliases(scope: exp.Select) -> List[str]:
     frm = scope.args.get("from_")
     relations = ([frm.this] if frm is not None else []) + [
@@ -103,7 +100,7 @@ def _temporal_join(
     side = (join.args.get("side") or "").upper()
     kind = (join.args.get("kind") or "").upper()
     if side not in ("", "LEFT") or kind not in ("", "INNER", "OUTER"):
-        raise _refuse(
+        raise SqlError(
             "SSV164",
             f"a {join.sql(dialect='spark').split(' JOIN')[0].strip() or side} temporal join",
             "a temporal join emits each row of its left side once, joined with the version "
@@ -122,7 +119,7 @@ def _temporal_join(
         or (as_of.table and as_of.table.lower() not in left)
         or (not as_of.table and len(left) != 1)
     ):
-        raise _refuse(
+        raise SqlError(
             "SSV161",
             f"FOR SYSTEM_TIME AS OF {as_of.sql(dialect='spark')}: not an event-time column "
             "of the joined stream",
@@ -136,7 +133,7 @@ def _temporal_join(
         )
     spec = versioned.get(name)
     if spec is None:
-        raise _refuse(
+        raise SqlError(
             "SSV162",
             f"{name} is not a versioned table",
             "a temporal join needs each version's key and time to know which version was valid "
@@ -158,7 +155,7 @@ def _temporal_join(
     missing = [k for k in spec.keys if k.lower() not in {c.lower() for _, c in keys}]
     stream = left[0] if left else "o"
     if missing:
-        raise _refuse(
+        raise SqlError(
             "SSV163",
             f"the ON of the temporal join with {name} does not equate its key {', '.join(missing)}",
             f"a row is joined with one version of one key of {name} ({spec.how}), so the ON "
@@ -233,7 +230,7 @@ class TemporalSpec:
 
 
 def _shape_error(what: str, node: Optional[exp.Expr]) -> SqlError:
-    return _refuse(
+    return SqlError(
         "SSV165",
         what,
         "a temporal join runs as the model's one SELECT: a stream joined with one versioned "
@@ -265,14 +262,19 @@ def _columns(schema: Mapping[str, str]) -> Dict[str, str]:
 
 
 def _qualify(node: exp.Expr, sides: List[Tuple[str, Dict[str, str]]]) -> None:
-    """Qualify, in place, each unqualified column of ``node`` with the alias of the side that
-    has it (``sides``: (alias, lower-case name -> name))."""
+    """Qualify, in place, each column of ``node`` not qualified by a side's alias with the alias
+    of the side that has it (``sides``: (alias, lower-case name -> name)): ``x`` and, for a
+    struct's field, ``s.f``."""
+    aliases = {alias for alias, _ in sides}
     for column in list(node.find_all(exp.Column)):
-        if column.table or isinstance(column.this, exp.Star):
+        if isinstance(column.this, exp.Star) or column.args.get("db") is not None:
+            continue
+        head = column.table.lower() if column.table else column.name.lower()
+        if column.table and column.table.lower() in aliases:
             continue
         for alias, names in sides:
-            if column.name.lower() in names:
-                column.set("table", exp.to_identifier(alias))
+            if head in names:
+                column.set("db" if column.table else "table", exp.to_identifier(alias))
                 break
 
 
@@ -331,8 +333,19 @@ def analyse_temporal_join(
     if not joins:
         return None
     join = joins[0]
+    _check_shape(join, tree)
+    assert isinstance(tree, exp.Select)
+    left_table = tree.args["from_"].this
+    left_schema = schemas.get(table_key(left_table), {})
+    right_schema = schemas.get(table_key(join.right), {})
+    left_names, right_names = _columns(left_schema), _columns(right_schema)
+    sides = [(join.left, left_names), (join.right_alias, right_names)]
+    for node in [*tree.expressions, join.join.args.get("on"), tree.args.get("where")]:
+        if node is not None:
+            _qualify(node, sides)
+    join = temporal_joins(tree, versioned)[0]  # its key equalities, over qualified columns
     if upsert:
-        raise _refuse(
+        raise SqlError(
             "SSV164",
             "a temporal join in an upsert_table",
             "a temporal join emits each row of its stream once, joined with the version valid "
@@ -340,9 +353,6 @@ def analyse_temporal_join(
             "Use materialized='streaming_view' (and aggregate its rows in a downstream model).",
             join.join,
         )
-    _check_shape(join, tree)
-    assert isinstance(tree, exp.Select)
-    left_table = tree.args["from_"].this
     for table in (left_table, join.right):
         key = table_key(table)
         if any(d.lower() in (key, key.rpartition(".")[2]) for d in dimensions):
@@ -352,30 +362,29 @@ def analyse_temporal_join(
                 "FOR SYSTEM_TIME AS OF to join the latest version)",
                 table,
             )
-    left_schema = schemas.get(table_key(left_table), {})
-    right_schema = schemas.get(table_key(join.right), {})
-    left_names, right_names = _columns(left_schema), _columns(right_schema)
     time = left_names.get(join.as_of.name.lower())
-    if time is None or left_schema[time].lower() not in TIMESTAMP_TYPES:
-        raise _refuse(
+    if time is None or left_schema[time].lower() not in WATERMARKED:
+        raise SqlError(
             "SSV161",
             f"FOR SYSTEM_TIME AS OF {join.as_of.sql(dialect='spark')}: not a TIMESTAMP column of "
             f"{table_key(left_table)}",
             "the version joined to a row is the one valid at the row's event time, a TIMESTAMP "
-            "column of the stream",
-            "Name the stream's event-time column (a TIMESTAMP) in FOR SYSTEM_TIME AS OF.",
+            "column of the stream (not TIMESTAMP_NTZ: Spark keeps no watermark on it)",
+            "Name the stream's event-time column (a TIMESTAMP) in FOR SYSTEM_TIME AS OF; cast a "
+            "TIMESTAMP_NTZ column to TIMESTAMP in an upstream model.",
             join.as_of,
         )
     spec = join.versioned
     missing = [c for c in (*spec.keys, spec.time) if c.lower() not in right_names]
     right_time = right_names.get(spec.time.lower())
-    if missing or right_time is None or right_schema[right_time].lower() not in TIMESTAMP_TYPES:
-        raise _refuse(
+    if missing or right_time is None or right_schema[right_time].lower() not in WATERMARKED:
+        raise SqlError(
             "SSV162",
             f"the meta of {table_key(join.right)} names {', '.join(missing)}, which it has no "
             "column of"
             if missing
-            else f"{table_key(join.right)}'s event_time {spec.time} is not a TIMESTAMP column",
+            else f"{table_key(join.right)}'s event_time {spec.time} is not a TIMESTAMP column "
+            "(TIMESTAMP_NTZ has no watermark in Spark)",
             f"a version's key and time are columns of {table_key(join.right)} ({spec.how}); the "
             "time is a TIMESTAMP",
             f"Fix the meta of {table_key(join.right)} in its sources.yml entry to name its "
@@ -383,7 +392,7 @@ def analyse_temporal_join(
             join.right,
         )
     if delay_us is None:
-        raise _refuse(
+        raise SqlError(
             "SSV105",
             "temporal join without a watermark delay",
             "a row is joined once the watermark passes its time: the versions up to it have "
@@ -392,11 +401,7 @@ def analyse_temporal_join(
             join.join,
         )
     left, right = join.left, join.right_alias
-    sides = [(left, left_names), (right, right_names)]
     items = [e for item in tree.expressions for e in _expand(item, sides)]
-    for node in [*items, join.join.args.get("on"), tree.args.get("where")]:
-        if node is not None:
-            _qualify(node, sides)
     named = []
     for item in items:
         name = spark_name(item, (left, right))
@@ -406,8 +411,9 @@ def analyse_temporal_join(
             exp.alias_(item.unalias() if isinstance(item, exp.Alias) else item, name, quoted=True)
         )
     tree.set("expressions", items)
-    key_types = [right_schema[right_names[c.lower()]] for _, c in join.keys]
-    left_keys = [exp.cast(e.copy(), t) for (e, _), t in zip(join.keys, key_types, strict=True)]
+    left_keys = [
+        _key(e, right_schema[right_names[c.lower()]], left, left_schema) for e, c in join.keys
+    ]
     right_keys = [
         exp.column(right_names[c.lower()], table=right, quoted=True) for _, c in join.keys
     ]
@@ -423,6 +429,32 @@ def analyse_temporal_join(
         right_time=right_time,
         right_keys=tuple(right_names[c.lower()] for _, c in join.keys),
     )
+
+
+def _key(left: exp.Expr, spark_type: str, alias: str, schema: Mapping[str, str]) -> exp.Expr:
+    """The grouping key of the stream's side (``alias``, columns ``schema``) of a key equality
+    ``left = <a version key of type spark_type>``: SSV163 if ``left`` is of another type (its
+    group would not be the rows the equality matches), else ``left`` itself, or TRY_CAST to
+    the key's type where its type is not known here."""
+    wanted = exp.DataType.build(spark_type, dialect="spark")
+    known: Optional[exp.DataType] = left.to if isinstance(left, exp.Cast) else None
+    if isinstance(left, exp.Column) and left.table.lower() == alias and not left.args.get("db"):
+        name = _columns(schema).get(left.name.lower())
+        known = exp.DataType.build(schema[name], dialect="spark") if name else None
+    if known is None:
+        return exp.TryCast(this=left.copy(), to=wanted, safe=True)
+    if known != wanted:
+        text = left.sql(dialect="spark")
+        raise SqlError(
+            "SSV163",
+            f"the temporal join's key {text} is {known.sql('spark')}, the version key it "
+            f"equals {wanted.sql('spark')}",
+            "a row is matched with the versions of its key's group; with two types the group "
+            "and the ON's comparison could tell other rows apart",
+            f"CAST one side in the ON (e.g. CAST({text} AS {wanted.sql('spark')}) = ...).",
+            left,
+        )
+    return left.copy()
 
 
 def _sql(tree: exp.Expr) -> str:
