@@ -57,7 +57,11 @@ FROM {{ ref('bids') }}""",
     "SELECT b.item, b.price, l.label "
     "FROM {{ source('raw', 'bids') }} b JOIN {{ ref('labels') }} l ON b.item = l.item",
     "sources.yml": "sources:\n  - name: raw\n    schema: '{{ target.schema }}'\n"
-    "    tables: [{name: bids}]\n",
+    "    tables: [{name: bids}, {name: rates, config: {meta: {unique_key: item, "
+    "event_time: rtime}}}]\n",
+    "converted.sql": STREAM + "SELECT b.item, b.bidtime, b.price * r.rate AS eur "
+    "FROM {{ source('raw', 'bids') }} b LEFT JOIN {{ source('raw', 'rates') }} "
+    "FOR SYSTEM_TIME AS OF b.bidtime AS r ON b.item = r.item",
     "doubled.sql": "{{ config(materialized='table') }}\n"
     "SELECT item, price * 2 AS price2 FROM {{ ref('bids') }}",
     "feed.sql": "{{ config(materialized='streaming_view', read_change_feed=true) }}\n"
@@ -261,6 +265,32 @@ UNIT_TESTS += """
           - {asktime: "2020-04-15 08:02:00", price: 3, item: A}
     expect:
       rows: [{item: A, bid: 2, ask: 3}]
+  - name: temporal_right
+    model: converted
+    given:
+      - input: source('raw', 'bids')
+        rows:
+          - {bidtime: "2020-04-15 08:07:00", price: 2, item: A}
+          - {bidtime: "2020-04-15 08:11:00", price: 3, item: A}
+          - {bidtime: "2020-04-15 08:09:00", price: 5, item: D}
+      - input: source('raw', 'rates')
+        rows:
+          - {rtime: "2020-04-15 08:00:00", rate: 10, item: A}
+          - {rtime: "2020-04-15 08:10:00", rate: 100, item: A}
+    expect:
+      rows:%s
+  - name: temporal_wrong
+    model: converted
+    given:
+      - input: source('raw', 'bids')
+        rows:
+          - {bidtime: "2020-04-15 08:11:00", price: 3, item: A}
+      - input: source('raw', 'rates')
+        rows:
+          - {rtime: "2020-04-15 08:00:00", rate: 10, item: A}
+          - {rtime: "2020-04-15 08:10:00", rate: 100, item: A}
+    expect:
+      rows: [{item: A, bidtime: "2020-04-15 08:11:00", eur: 30}]
   - name: graph_dimension_right
     model: labelled
     given:
@@ -273,7 +303,15 @@ UNIT_TESTS += """
         rows: select 'A' as item, 'first' as label
     expect:
       rows: [{item: A, price: 2, label: first}]
-""" % (FLINK_BIDS, window_rows(TUMBLE))  # early: the open window too, with what it holds
+""" % (
+    FLINK_BIDS,
+    window_rows(TUMBLE),  # early: the open window too, with what it holds
+    # each bid at the rate valid at its time; D has none (LEFT: NULL)
+    """
+        - {item: A, bidtime: "2020-04-15 08:07:00", eur: 20}
+        - {item: A, bidtime: "2020-04-15 08:11:00", eur: 300}
+        - {item: D, bidtime: "2020-04-15 08:09:00", eur: null}""",
+)
 UNIT_TESTS += """
   - name: missing_time
     model: tumble
@@ -300,6 +338,7 @@ class TestUnitTests:
         return {
             "bids.csv": BIDS_CSV,
             "asks.csv": "asktime,price,item\n2020-04-15 08:02:00,3,A\n",
+            "rates.csv": "rtime,rate,item\n2020-04-15 08:00:00,10,A\n",  # (source raw.rates)
         }
 
     @pytest.fixture(scope="class")
@@ -313,6 +352,7 @@ class TestUnitTests:
             "seeds": {
                 "bids": {"+column_types": {"bidtime": "timestamp", **types}},
                 "asks": {"+column_types": {"asktime": "timestamp", **types}},
+                "rates": {"+column_types": {"rtime": "timestamp", "rate": "double"}},
             }
         }
 
@@ -321,7 +361,7 @@ class TestUnitTests:
         results = run_dbt(["test", "--select", "test_type:unit"], expect_pass=False)
         status = {r.node.name: r.status for r in results}
         message = {r.node.name: r.message or "" for r in results}
-        assert len(status) == 26, status
+        assert len(status) == 28, status
         for name, got in status.items():
             if name.endswith("_right") or name == "batch_model":
                 assert got == "pass", (name, message[name])

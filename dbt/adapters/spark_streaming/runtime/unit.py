@@ -49,6 +49,8 @@ def inputs_of(manifest, node) -> list[dict]:
                 "resource_type": str(upstream.resource_type),
                 "materialized": config.get("materialized"),
                 "read_as": config.get("read_as") or meta.get("read_as"),
+                "unique_key": meta.get("unique_key") if source else None,
+                "event_time": meta.get("event_time") if source else None,
                 "fixture": FIXTURE + given.lower(),
             }
         )
@@ -86,6 +88,9 @@ def query(
         compile_sql(sql, config, materialization, {}, {})  # the compiler's SSV101, with why
         raise
     config, _ = classify(config, inputs)  # the graph's tables are dimensions, as in a run
+    versions = config.get("versioned") or {}  # a temporal join's versions: as their fixtures
+    fixture = {i["relation"].lower(): i["fixture"] for i in inputs}
+    config = {**config, "versioned": {fixture[r]: v for r, v in versions.items()}}
     fixtures, kept = {}, []
     with_ = tree.args.get("with_")
     for cte in with_.expressions if with_ is not None else []:
