@@ -178,6 +178,11 @@ class TestTemporalJoin:
                 assert len(got) == len(want) > 10 * (i + 1), (name, len(got), len(want))
                 for a, b in zip(got, want, strict=True):
                     assert repr(a) == repr(b), (name, a, b)  # repr: NaN equals NaN
+        listed = run_dbt(["show", "--inline", "select * from {{ late_rows(ref('tj_inner')) }}"])
+        late = sorted(  # each side's late rows, with their own columns
+            (r["ts"] or r["rtime"]).strftime("%H:%M") for r in listed[0].agate_table
+        )
+        assert late == ["09:01", "09:01", "09:11", "09:11"], late
         assert len(run_dbt(["test"])) == len(MODELS)
 
         # tj_left's WHERE and ON change: its state (the rows and versions held) goes on, and
