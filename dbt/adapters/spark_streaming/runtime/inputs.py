@@ -88,7 +88,7 @@ def classify(config: Mapping[str, Any], inputs: Sequence[Mapping[str, Any]]):
 
 
 def versioned(inputs: Sequence[Mapping[str, Any]]) -> dict:
-    """{relation: {unique_key, event_time, how}} of the sources declared append-only streams of
+    """{relation: {unique_key, event_time}} of the sources declared append-only streams of
     versions (`meta: {unique_key: <column or list>, event_time: <column>}`), which a temporal
     join can join as of a time (sql/temporaljoin.py)."""
     out = {}
@@ -97,6 +97,5 @@ def versioned(inputs: Sequence[Mapping[str, Any]]) -> dict:
         if node.get("resource_type") != "source" or not (key and time):
             continue
         keys = [key] if isinstance(key, str) else list(key)
-        how = "its sources.yml meta {unique_key, event_time}"
-        out[node["relation"].lower()] = {"unique_key": keys, "event_time": time, "how": how}
+        out[node["relation"].lower()] = {"unique_key": keys, "event_time": time}
     return out

@@ -143,7 +143,7 @@ def compile_sql(
             ),
             apply_changes=config.get("apply_changes"),
             versioned={
-                relation: sqlfront.Versioned(tuple(v["unique_key"]), v["event_time"], v["how"])
+                relation: sqlfront.Versioned(tuple(v["unique_key"]), v["event_time"])
                 for relation, v in (config.get("versioned") or {}).items()
             },
         )

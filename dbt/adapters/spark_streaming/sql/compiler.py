@@ -128,9 +128,7 @@ class QueryPlan:
     def backlog_window(self) -> Optional[WindowSpec]:
         """The window TVF at which a backlog's windows can be split between a batch query and
         the stream (sql/backlog.py), or None: only for a streaming_view's window aggregate."""
-        if self.upsert is not None or self._oracle is not None:
-            return None
-        if self.over is not None or self.temporal is not None:
+        if any(x is not None for x in (self.upsert, self._oracle, self.over, self.temporal)):
             return None
         return backlog.splittable(self._bound({}), self.windows)
 

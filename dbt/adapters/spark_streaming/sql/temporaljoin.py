@@ -55,13 +55,16 @@ BATCH_INPUT = "__dss_tj_batch"  # post_sql's input: the operator's output in a m
 END = "__dss_end"  # the oracle: when a version stops being valid (the next one's time)
 
 
+SOURCE_META = "its sources.yml meta {unique_key, event_time}"  # how a source declares versions
+
+
 @dataclass(frozen=True)
 class Versioned:
     """How a relation holds versions: its key columns and each version's time column."""
 
     keys: Tuple[str, ...]
     time: str
-    how: str  # for messages, e.g. "source meta {unique_key, event_time}"
+    how: str = SOURCE_META  # for messages
 
 
 @dataclass
@@ -411,12 +414,12 @@ def analyse_temporal_join(
             exp.alias_(item.unalias() if isinstance(item, exp.Alias) else item, name, quoted=True)
         )
     tree.set("expressions", items)
+    key_columns = [right_names[c.lower()] for _, c in join.keys]
     left_keys = [
-        _key(e, right_schema[right_names[c.lower()]], left, left_schema) for e, c in join.keys
+        _key(e, right_schema[c], left, left_names, left_schema)
+        for (e, _), c in zip(join.keys, key_columns, strict=True)
     ]
-    right_keys = [
-        exp.column(right_names[c.lower()], table=right, quoted=True) for _, c in join.keys
-    ]
+    right_keys = [exp.column(c, table=right, quoted=True) for c in key_columns]
     return TemporalSpec(
         kind=join.kind,
         keys=tuple(KEY.format(i) for i in range(len(join.keys))),
@@ -427,19 +430,26 @@ def analyse_temporal_join(
         right=right,
         left_time=time,
         right_time=right_time,
-        right_keys=tuple(right_names[c.lower()] for _, c in join.keys),
+        right_keys=tuple(key_columns),
     )
 
 
-def _key(left: exp.Expr, spark_type: str, alias: str, schema: Mapping[str, str]) -> exp.Expr:
-    """The grouping key of the stream's side (``alias``, columns ``schema``) of a key equality
+def _key(
+    left: exp.Expr,
+    spark_type: str,
+    alias: str,
+    names: Mapping[str, str],
+    schema: Mapping[str, str],
+) -> exp.Expr:
+    """The grouping key of the stream's side (``alias``, columns ``schema``, ``names`` as
+    _columns gives them) of a key equality
     ``left = <a version key of type spark_type>``: SSV163 if ``left`` is of another type (its
     group would not be the rows the equality matches), else ``left`` itself, or TRY_CAST to
     the key's type where its type is not known here."""
     wanted = exp.DataType.build(spark_type, dialect="spark")
     known: Optional[exp.DataType] = left.to if isinstance(left, exp.Cast) else None
     if isinstance(left, exp.Column) and left.table.lower() == alias and not left.args.get("db"):
-        name = _columns(schema).get(left.name.lower())
+        name = names.get(left.name.lower())
         known = exp.DataType.build(schema[name], dialect="spark") if name else None
     if known is None:
         return exp.TryCast(this=left.copy(), to=wanted, safe=True)
