@@ -369,7 +369,7 @@ def measure(root: str, models: dict[str, str], sources: int, appends: int, idle:
         figures["healthy"] = appending(root, models, 1, appends)
         span = time.time() - began
         figures["appends_cpu"] = cpu_shares(procs, cpu0, span)
-        figures["pss_after_mb"] = sum(by_kind(tree(pids), pss_mb).values())
+        figures["pss_after"] = by_kind(tree(pids), pss_mb)
         if "guard_0" in models:
             figures["failing"] = appending(root, models, 1 + appends, appends, bad=True)
         if backlog:
@@ -537,7 +537,11 @@ def main() -> None:
             f"CPU over the healthy appends: {sum(cpu.values()):.0%} of a core: "
             + ", ".join(f"{k} {v:.0%}" for k, v in sorted(cpu.items()))
         )
-        print(f"PSS after the appends: {shared['pss_after_mb']:.0f} MB")
+        after = shared["pss_after"]
+        print(
+            f"PSS after the appends: {sum(after.values()):.0f} MB: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in sorted(after.items()))
+        )
         if args.jfr:
             print(f"JFR recording: {args.jfr} (jfr print --events jdk.ExecutionSample {args.jfr})")
 

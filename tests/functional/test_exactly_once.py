@@ -117,7 +117,7 @@ def test_crash_then_rerun_loses_and_duplicates_nothing(base, tmp_path, fault):
 @pytest.mark.parametrize(
     "fault",
     [
-        "after_compaction@2",
+        pytest.param("after_compaction@2", marks=pytest.mark.full),
         pytest.param("compaction_written", marks=pytest.mark.full),
         "compaction_committed",
     ],

@@ -15,6 +15,7 @@ from deltalake import DeltaTable
 
 from dbt.adapters.spark_streaming.layout import checkpoint_path
 from dbt.adapters.spark_streaming.runtime.continuous import pipeline, runner
+from dbt.adapters.spark_streaming.runtime.continuous.host import RUNNER_DRIVER_MEMORY
 from dbt.adapters.spark_streaming.runtime.lifecycle import alive
 from dbt.adapters.spark_streaming.runtime.session import DEFAULTS
 
@@ -68,6 +69,21 @@ def shuffle_partitions(project, model: str) -> str:
         return json.loads(fh.read().splitlines()[1])["conf"]["spark.sql.shuffle.partitions"]
 
 
+def java_command(pid: int) -> list[str]:
+    """The command line of the JVM that process `pid` started (its child running java)."""
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                argv = fh.read().decode().split("\0")
+        except (OSError, ValueError):
+            continue
+        if parent == pid and argv[0].endswith("java"):
+            return argv
+    raise AssertionError(f"no JVM under process {pid}")
+
+
 class TestSharedRunner(continuous.Base):  # bids seeded; runners killed after the class
     @pytest.fixture(scope="class")
     def models(self):
@@ -93,6 +109,8 @@ class TestSharedRunner(continuous.Base):  # bids seeded; runners killed after th
         assert first["solo"]["pipeline"] == f"{project.test_schema}.solo"
         host = pipeline.status(control, "default")
         assert host["alive"] and host["pid"] == pid
+        # the runner's JVM has Spark's default heap, not a `dbt run`'s 4g
+        assert f"-Xmx{RUNNER_DRIVER_MEMORY}" in java_command(pid)
         assert rows(table_path(project, "w10")) == [window("08:00", "08:10", 11.0, 3)]
 
         # New data reaches every model, the chain's end included, without dbt.

@@ -52,6 +52,14 @@ RUNNER_JAVA_OPTIONS = (
     " -XX:+ExplicitGCInvokesConcurrent"
 )
 COLLECT_EVERY = 60
+# The runner's JVM heap: Spark's own default, not a `dbt run`'s 4g (runtime/session.py, for a
+# backfill in one process). Under appends G1 grew the 4g heap of 20 models' runner to 1.0-2.6
+# GB of memory for ~150 MB of live objects, which put the runner over 2.5 GB in all; with 1g
+# its JVM stayed at 0.7-0.85 GB, at the same latency, and a model starting over 2M rows
+# beside them ran (bench/README "Continuous models sharing a runner"). A profile's
+# `server_side_parameters` may set spark.driver.memory: a runner whose queries keep large
+# state in Spark's state store needs more.
+RUNNER_DRIVER_MEMORY = "1g"
 # Spark's FAIR pools (spark.scheduler.allocation.file): a pool whose running tasks are below
 # its minShare has its tasks launched first, so DOWNSTREAM's go ahead of the default pool's
 # and the starting models' pools (minShare 0). bench/README: the 3-model chain's p50 with 20
@@ -119,6 +127,7 @@ class Host:
             "spark.scheduler.mode": "FAIR",
             "spark.scheduler.allocation.file": f"file://{pools}",
             "spark.driver.extraJavaOptions": RUNNER_JAVA_OPTIONS,
+            "spark.driver.memory": RUNNER_DRIVER_MEMORY,
             **(self.spec.get("conf") or {}),
         }
         self.collects = conf["spark.driver.extraJavaOptions"] == RUNNER_JAVA_OPTIONS
