@@ -11,7 +11,12 @@ from deltalake import DeltaTable, write_deltalake
 
 from dbt.adapters.spark_streaming.delta import offsets
 from dbt.adapters.spark_streaming.delta.log import Log, starting_position
-from dbt.adapters.spark_streaming.delta.source import consumed, files_by_batch, read_limits
+from dbt.adapters.spark_streaming.delta.source import (
+    READ_ALL,
+    consumed,
+    files_by_batch,
+    read_limits,
+)
 from dbt.adapters.spark_streaming.errors import StreamingError
 from dbt.adapters.spark_streaming.runtime.admission import check_start, parse_size, source_options
 
@@ -70,6 +75,8 @@ def test_read_limits_as_delta():
     assert read_limits({"maxFilesPerTrigger": "5"}) == (5, None)
     assert read_limits({"maxBytesPerTrigger": "100"}) == (None, 100)  # no file default then
     assert read_limits({"maxFilesPerTrigger": "5", "maxBytesPerTrigger": "9"}) == (5, 9)
+    # a temporal join's changelog: whole versions, whatever the model's limits
+    assert read_limits({"maxFilesPerTrigger": "5", READ_ALL: "true"}) == (None, None)
 
 
 @pytest.fixture

@@ -303,3 +303,124 @@ def test_a_timestamp_ntz_event_time_is_refused():
             versioned=RATES,
         )
     assert info.value.code == "SSV161" and "TIMESTAMP_NTZ" in str(info.value)
+
+
+# An upsert_table with apply_changes scd_type 2 as the versioned side: read from its changelog.
+CUSTOMERS = {"a.customers": Versioned(("id",), "__start_at", "scd2", "__end_at")}
+CHANGELOG = {
+    "id": "bigint",
+    "name": "string",
+    "__start_at": "timestamp",
+    "__end_at": "timestamp",
+    "_op": "string",
+    "_batch_id": "bigint",
+    "_commit_version": "bigint",
+}
+SCD2_JOIN = "FROM a.orders AS o {kind} JOIN a.customers FOR SYSTEM_TIME AS OF o.ts AS c ON "
+
+
+def scd2_plan(sql, changelog=CHANGELOG):
+    return compile_query(
+        sql,
+        schemas={**SCHEMAS, "a.customers_changelog": changelog},
+        watermark_delay="1 minute",
+        versioned=CUSTOMERS,
+        changelogs={"a.customers": "a.customers_changelog"},
+    )
+
+
+def test_versions_of_an_upsert_table_are_read_as_changes_of_its_changelog():
+    plan = scd2_plan("SELECT o.id AS oid, c.* " + SCD2_JOIN.format(kind="LEFT") + "o.id = c.id")
+    spec = plan.temporal
+    assert spec.changes and spec.right_values == ("id", "name", "__start_at")
+    assert sorted(plan.sources) == ["a.customers_changelog", "a.orders"]
+    # Spark drops no change (TIME NULL); the watermark is on the change's latest time
+    assert "WATERMARK GREATEST(`__start_at`, COALESCE(`__end_at`, `__start_at`)) AS __dss_wt" in (
+        spec.right_sql
+    )
+    assert "CAST(NULL AS TIMESTAMP) AS __dss_t" in spec.right_sql
+    # the version's columns but its end: the star too
+    assert "`c`.`__start_at` AS `__start_at` FROM" in spec.post_sql
+    assert "__end_at" not in spec.post_sql
+    oracle = plan.emitted_sql({"a.orders": "o_view", "a.customers_changelog": "c_view"}, 5)
+    assert "LEAD(`__start_at`) OVER (PARTITION BY `id` ORDER BY `__start_at`)" in oracle
+    assert "FROM c_view" in oracle and "__dss_effect <= UNIX_MICROS(`__dss_late_wm`)" in oracle
+    late = plan.late_rows_sql({"a.orders": "o_view", "a.customers_changelog": "c_view"})
+    assert "WHERE __dss_late_change" in late[1]
+
+
+@pytest.mark.parametrize(
+    "sql,changelog,code,text",
+    [
+        (
+            "SELECT o.id, c.__end_at " + SCD2_JOIN.format(kind="") + "o.id = c.id",
+            CHANGELOG,
+            "SSV165",
+            "a version's end is not known",
+        ),
+        (
+            "SELECT o.id, c.name " + SCD2_JOIN.format(kind="") + "o.id = c.id",
+            {**CHANGELOG, "__start_at": "bigint", "__end_at": "bigint"},
+            "SSV162",
+            "a TIMESTAMP sequence_by",
+        ),
+    ],
+)
+def test_an_upsert_tables_versions_refused(sql, changelog, code, text):
+    with pytest.raises(SqlError) as info:
+        scd2_plan(sql, changelog)
+    assert info.value.code == code and text in str(info.value), str(info.value)
+    with pytest.raises(SqlError) as info:  # no changelog yet
+        compile_query(
+            "SELECT o.id " + SCD2_JOIN.format(kind="") + "o.id = c.id",
+            schemas=SCHEMAS,
+            watermark_delay="1 minute",
+            versioned=CUSTOMERS,
+        )
+    assert info.value.code == "SSV162" and "Run a.customers first" in str(info.value)
+
+
+def changes(operator, state, rows, key=(1,)):
+    """One call with orders ('o', time s, id) and changes (op, commit, start s, end s or None,
+    name): the (order id, name) pairs out."""
+    orders = [r for r in rows if r[0] == "o"]
+    versions = [r for r in rows if r[0] != "o"]
+    s = 1_000_000
+    pdf = pd.DataFrame(
+        {
+            "__dss_us": [o[1] * s for o in orders] + [v[2] * s for v in versions],
+            "__dss_l": [{"id": o[2]} for o in orders] + [None] * len(versions),
+            "__dss_r": [None] * len(orders) + [{"name": v[4]} for v in versions],
+            "__dss_end_us": [None] * len(orders) + [v[3] and v[3] * s for v in versions],
+            "__dss_op": [None] * len(orders) + [v[0] for v in versions],
+            "__dss_cv": [None] * len(orders) + [v[1] for v in versions],
+        }
+    )
+    out = list(operator(key, iter([pdf]), state))
+    if not out:
+        return []
+    pairs = zip(out[0]["__dss_l"], out[0]["__dss_r"], strict=True)
+    return [(o["id"], v and v["name"]) for o, v in pairs]
+
+
+def test_changes_of_versions_apply_unless_late_and_a_version_ends():
+    state, left = State(watermark_ms=0), _operator(inner=False, changes=True)
+    # ann from 1 s; anne from 4 s (ann ended at 4 s in the same commit)
+    assert changes(left, state, [("+I", 1, 1, None, "ann"), ("o", 2, "o2"), ("o", 5, "o5")]) == []
+    ended = [("-U", 2, 1, None, "ann"), ("+U", 2, 1, 4, "ann"), ("+I", 2, 4, None, "anne")]
+    assert changes(left, state, ended) == []
+    state.watermark_ms = 6000
+    assert changes(left, state, [("o", 9, "o9"), ("o", 12, "o12")]) == [
+        ("o2", "ann"),
+        ("o5", "anne"),
+    ]
+    # a delete at 10 s (anne ends, no next version): its effect is 10 s, after the watermark
+    assert changes(left, state, [("-U", 3, 4, None, "anne"), ("+U", 3, 4, 10, "anne")]) == []
+    # late: anne's values at 4 s change (effect 4 s); an end change to 5 s (effect 5 s)
+    late = [("-U", 4, 4, 10, "anne"), ("+U", 4, 4, 10, "ANNE"), ("+I", 4, 3, 4, "x")]
+    assert changes(left, state, late) == []
+    state.watermark_ms = 20_000
+    # o9 takes anne (not ANNE); o12 is past anne's end (10 s): none
+    assert changes(left, state, []) == [("o9", "anne"), ("o12", None)]
+    _, versions, _, _ = pickle.loads(state.get[0])
+    assert [(v[0] // 1_000_000, v[3] // 1_000_000) for v in versions] == [(4, 10)]

@@ -61,6 +61,7 @@ FORMAT = "delta_rs"
 PARTITIONS_ENV = "DBT_SPARK_STREAMING_READ_PARTITIONS"
 MAX_PARTITIONS = 8
 DEFAULT_MAX_FILES = 1000  # files per micro-batch, as Delta's maxFilesPerTrigger
+READ_ALL = "readAllAvailable"  # option: no admission limit (read_limits)
 # A backlog split between a batch query and the stream (runtime/backlog.py): the stream's
 # first batch ends at this version's snapshot, its rows true in a column of this name (false
 # after it); with the hold option 'true' (batch 1 not planned yet) the next batch is one
@@ -342,7 +343,11 @@ class DeltaBatchReader(DataSourceReader):
 
 def read_limits(options) -> tuple[int | None, int | None]:
     """(max files, max bytes) per micro-batch from options `maxFilesPerTrigger` and
-    `maxBytesPerTrigger` (bytes). As Delta's: 1000 files unless only a byte limit is set."""
+    `maxBytesPerTrigger` (bytes). As Delta's: 1000 files unless only a byte limit is set; none
+    with option READ_ALL 'true' (a batch reads whole versions: a table read as changes whose
+    pairs must not be split, runtime/temporaljoin.py)."""
+    if str(options.get(READ_ALL, "false")).lower() == "true":
+        return None, None
     files, size = options.get("maxFilesPerTrigger"), options.get("maxBytesPerTrigger")
     if files is None and size is None:
         return DEFAULT_MAX_FILES, None

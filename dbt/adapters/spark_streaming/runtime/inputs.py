@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import config_error
+from ..sql import SCD2
+from ..sql.applychanges import END, START
 from .upsert import names_config
 
 STREAMS = {"streaming_view", "upsert_table"}
@@ -88,14 +90,21 @@ def classify(config: Mapping[str, Any], inputs: Sequence[Mapping[str, Any]]):
 
 
 def versioned(inputs: Sequence[Mapping[str, Any]]) -> dict:
-    """{relation: {unique_key, event_time}} of the sources declared append-only streams of
-    versions (`meta: {unique_key: <column or list>, event_time: <column>}`), which a temporal
-    join can join as of a time (sql/temporaljoin.py)."""
+    """{relation: {unique_key, event_time[, end, how]}} of the inputs that hold versions, which
+    a temporal join can join as of a time (sql/temporaljoin.py): the sources declared
+    append-only streams of versions (`meta: {unique_key: <column or list>, event_time:
+    <column>}`) and the upsert_tables with `apply_changes` of `scd_type: 2` (their rows are the
+    versions, from `__start_at` to `__end_at`)."""
     out = {}
     for node in inputs:
-        key, time = node.get("unique_key"), node.get("event_time")
-        if node.get("resource_type") != "source" or not (key and time):
+        key, time, more = node.get("unique_key"), node.get("event_time"), {}
+        changes = node.get("apply_changes")
+        if node.get("resource_type") == "source" and key and time:
+            pass
+        elif key and isinstance(changes, Mapping) and str(changes.get("scd_type")) == "2":
+            time, more = START, {"end": END, "how": SCD2}
+        else:
             continue
         keys = [key] if isinstance(key, str) else list(key)
-        out[node["relation"].lower()] = {"unique_key": keys, "event_time": time}
+        out[node["relation"].lower()] = {"unique_key": keys, "event_time": time, **more}
     return out

@@ -143,7 +143,12 @@ def compile_sql(
             ),
             apply_changes=config.get("apply_changes"),
             versioned={
-                relation: sqlfront.Versioned(tuple(v["unique_key"]), v["event_time"])
+                relation: sqlfront.Versioned(
+                    tuple(v["unique_key"]),
+                    v["event_time"],
+                    v.get("how") or sqlfront.SOURCE_META,
+                    v.get("end"),
+                )
                 for relation, v in (config.get("versioned") or {}).items()
             },
         )

@@ -49,8 +49,9 @@ def inputs_of(manifest, node) -> list[dict]:
                 "resource_type": str(upstream.resource_type),
                 "materialized": config.get("materialized"),
                 "read_as": config.get("read_as") or meta.get("read_as"),
-                "unique_key": meta.get("unique_key") if source else None,
+                "unique_key": meta.get("unique_key") if source else config.get("unique_key"),
                 "event_time": meta.get("event_time") if source else None,
+                "apply_changes": None if source else config.get("apply_changes"),
                 "fixture": FIXTURE + given.lower(),
             }
         )
@@ -102,6 +103,16 @@ def query(
         with_.set("expressions", kept)
         if not kept:
             tree.set("with_", None)
+    changelogs = {}  # an upsert_table's versions (SCD2): its given rows, each inserted once
+    for relation, v in versions.items():
+        name = fixture[relation]
+        if v.get("end") and name in fixtures:
+            given = fixtures[name].sql(dialect="spark")
+            fixtures[name] = sqlglot.parse_one(
+                f"SELECT *, '+I' AS _op, CAST(0 AS BIGINT) AS _commit_version FROM ({given})",
+                read="spark",
+            )
+            changelogs[name] = name
     schemas = {
         name: dict(_columns(spark, f"SELECT * FROM ({body.sql(dialect='spark')})"))
         for name, body in fixtures.items()
@@ -109,7 +120,7 @@ def query(
     wanted = names_config(config, "dimensions")
     dimensions = [i["fixture"] for i in inputs if named(i["relation"], wanted)]
     plan = compile_sql(
-        tree.sql(dialect=SparkStreaming), config, materialization, schemas, {}, dimensions
+        tree.sql(dialect=SparkStreaming), config, materialization, schemas, changelogs, dimensions
     )
     bindings = {name: f"{name}__input" for name in fixtures}
     emitted = sqlglot.parse_one(

@@ -66,12 +66,14 @@ from .analysis import WindowSpec
 from .compiler import QueryPlan, compile_query, parse_watermark_delay
 from .dialect import SparkStreaming
 from .errors import SqlError
-from .temporaljoin import Versioned
+from .temporaljoin import SCD2, SOURCE_META, Versioned
 
 __all__ = [
     "QueryPlan",
     "SparkStreaming",
     "SqlError",
+    "SCD2",
+    "SOURCE_META",
     "Versioned",
     "WindowSpec",
     "compile_query",

@@ -437,7 +437,7 @@ def compile_query(
     refuse_wall_clock(tree)
     refuse_constant_relations(tree)
     temporal = analyse_temporal_join(
-        tree, schemas, versioned, delay_us, materialization == UPSERT_TABLE, dimensions
+        tree, schemas, versioned, delay_us, materialization == UPSERT_TABLE, dimensions, changelogs
     )
     if temporal is not None:
         assert delay_us is not None  # (SSV105 otherwise)

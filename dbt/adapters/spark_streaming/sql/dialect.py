@@ -182,6 +182,8 @@ class SparkStreamingParser(SparkParser):
         if isinstance(table, exp.Table) and _is_watermark_keyword(self._curr):
             self._advance()
             column = self._parse_column()
+            if column is not None and self._match(TokenType.ALIAS):  # <expression> AS <name>
+                column = self.expression(exp.Alias(this=column, alias=self._parse_id_var()))
             if not self._match_text_seq("DELAY", "OF"):
                 self.raise_error("Expected DELAY OF after WATERMARK <column>")
             delay = self._parse_interval()

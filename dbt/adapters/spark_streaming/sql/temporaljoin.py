@@ -5,11 +5,18 @@ with the version of a versioned table valid at the row's event time::
     FROM orders AS o [LEFT] JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r
     ON o.currency = r.currency
 
-The right side is versioned: an append-only stream of versions keyed by a unique key with an
-event time (a source declared ``meta: {unique_key: <col>, event_time: <col>}``, the design
-documents' replace mode). A version is valid from its time until the next version of its key
-(``[start, next start)``); a left row takes the version of greatest time <= its own, and is
-emitted once the watermark (the minimum of both inputs') passes its time.
+The right side is versioned:
+
+- an append-only stream of versions keyed by a unique key with an event time (a source declared
+  ``meta: {unique_key: <col>, event_time: <col>}``, the design documents' replace mode). A
+  version is valid from its time until the next version of its key (``[start, next start)``);
+- or an ``upsert_table`` with ``apply_changes`` of ``scd_type: 2`` and a TIMESTAMP
+  ``sequence_by``: its rows are the versions, valid over ``[__start_at, __end_at)`` (a delete
+  ends one with no next), read as changes from its changelog (``+I`` a version, ``-D`` one
+  removed, ``-U``/``+U`` one whose end or values changed: a late change placed in the history).
+
+A left row takes the version of greatest start <= its own time (if that version has not ended
+by then), and is emitted once the watermark (the minimum of both inputs') passes its time.
 
 The plan (TemporalSpec, plain data; runtime/temporaljoin.py runs it):
 
@@ -23,7 +30,11 @@ The plan (TemporalSpec, plain data; runtime/temporaljoin.py runs it):
   for it, else NULL (an INNER join drops the row); then the model's WHERE and items.
 - The oracle (``emitted``): the model's query in batch over the rows not dropped as late, the
   versioned side with each version's end (the next version's time), the stream's rows at or
-  below the last watermark, each joined with the version valid at its time.
+  below the last watermark, each joined with the version valid at its time. An upsert_table's
+  versions are its changelog replayed by version without the changes dropped as late: a
+  change is late when the part of time it changes starts at or below the watermark of the
+  batch that read it, its version's start (``+I``, ``-D``, a change of values) or, for a change
+  of end only, the earlier of its two ends (NULL: never). The operator drops the same ones.
 
 Codes: SSV161 AS OF not the stream's event time; SSV162 the table is not versioned; SSV163 the
 ON does not equate the version key; SSV164 a RIGHT or FULL temporal join, or one in an
@@ -35,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+import sqlglot
 from sqlglot import exp
 
 from .analysis import table_key
@@ -56,15 +68,25 @@ END = "__dss_end"  # the oracle: when a version stops being valid (the next one'
 
 
 SOURCE_META = "its sources.yml meta {unique_key, event_time}"  # how a source declares versions
+SCD2 = "its apply_changes scd_type 2"  # how an upsert_table holds versions
+# an upsert_table's changelog read as changes of versions: the change columns it adds
+CHANGE_META = ("_op", "_batch_id", "_commit_version", "_restarted")
+END_US = "__dss_end_us"  # a change's version end (microseconds, NULL: open)
+OP = "__dss_op"  # a change's _op
+COMMIT = "__dss_cv"  # a change's _commit_version
+WT = "__dss_wt"  # the versions' watermarked time (the change's latest time)
+CHANGE_COLUMNS = (END_US, OP, COMMIT, WT)
 
 
 @dataclass(frozen=True)
 class Versioned:
-    """How a relation holds versions: its key columns and each version's time column."""
+    """How a relation holds versions: its key columns and each version's time column; ``end``:
+    each version's end column, for an upsert_table read through its changelog (SCD2)."""
 
     keys: Tuple[str, ...]
     time: str
     how: str = SOURCE_META  # for messages
+    end: Optional[str] = None
 
 
 @dataclass
@@ -141,10 +163,11 @@ def _temporal_join(
             f"{name} is not a versioned table",
             "a temporal join needs each version's key and time to know which version was valid "
             "when",
-            f"Declare the source's versions in its sources.yml entry (meta: {{unique_key: "
-            "<key column>, event_time: <time column>}: an append-only stream of versions), or "
-            f"list {name} in `dimensions` and drop FOR SYSTEM_TIME AS OF to join its latest "
-            "version at each batch. An upsert_table's versions cannot be joined yet.",
+            f"Declare a source's versions in its sources.yml entry (meta: {{unique_key: "
+            "<key column>, event_time: <time column>}: an append-only stream of versions), "
+            "join an upsert_table with apply_changes scd_type 2 (its versions by a TIMESTAMP "
+            f"sequence_by), or list {name} in `dimensions` and drop FOR SYSTEM_TIME AS OF to "
+            "join its latest version at each batch.",
             table,
         )
     keys: List[Tuple[exp.Expr, str]] = []
@@ -218,7 +241,9 @@ class TemporalSpec:
     """A temporal join's plan (see the module docstring). ``kind`` INNER or LEFT; ``keys`` the
     KEY columns; ``left_sql`` and ``right_sql`` the inputs over the source tables; ``post_sql``
     the result over BATCH_INPUT; for the oracle the aliases, event-time columns and version key
-    columns as the query spells them."""
+    columns as the query spells them; ``right_end`` and ``right_values`` (the version's columns
+    but its end) for versions read as changes of an upsert_table (SCD2) from ``changelog``,
+    read in whole versions (a version's -U and +U in one micro-batch)."""
 
     kind: str
     keys: Tuple[str, ...]
@@ -230,6 +255,14 @@ class TemporalSpec:
     left_time: str
     right_time: str
     right_keys: Tuple[str, ...]
+    right_end: Optional[str] = None
+    right_values: Tuple[str, ...] = ()
+    changelog: Optional[str] = None  # the changelog the versions are read from (table key)
+
+    @property
+    def changes(self) -> bool:
+        """Whether the versions arrive as changes (CHANGE_COLUMNS beside each)."""
+        return self.right_end is not None
 
 
 def _shape_error(what: str, node: Optional[exp.Expr]) -> SqlError:
@@ -327,11 +360,13 @@ def analyse_temporal_join(
     delay_us: Optional[int],
     upsert: bool,
     dimensions: Sequence[str] = (),
+    changelogs: Mapping[str, str] = {},
 ) -> Optional[TemporalSpec]:
     """The plan of the model query ``tree`` if it is a temporal join (None if it has none),
-    qualifying its columns and expanding its stars in place; SqlError SSV105, SSV161-SSV165 if
-    it cannot run. ``versioned`` as temporal_joins; ``upsert``: the model is an upsert_table;
-    ``dimensions``: config `dimensions` (neither side may be one)."""
+    qualifying its columns and expanding its stars in place, and binding an upsert_table's
+    versions to its changelog (``changelogs``: the upsert_tables' changelog names); SqlError
+    SSV105, SSV161-SSV165 if it cannot run. ``versioned`` as temporal_joins; ``upsert``: the
+    model is an upsert_table; ``dimensions``: config `dimensions` (neither side may be one)."""
     joins = temporal_joins(tree, versioned)
     if not joins:
         return None
@@ -340,12 +375,21 @@ def analyse_temporal_join(
     assert isinstance(tree, exp.Select)
     left_table = tree.args["from_"].this
     left_schema = schemas.get(table_key(left_table), {})
-    right_schema = schemas.get(table_key(join.right), {})
+    changelog = changelogs.get(table_key(join.right)) if join.versioned.end else None
+    right_schema = {
+        c: t
+        for c, t in schemas.get(changelog or table_key(join.right), {}).items()
+        if not (changelog and c.lower() in CHANGE_META)
+    }
     left_names, right_names = _columns(left_schema), _columns(right_schema)
+    end = join.versioned.end
+    if end is not None:  # not part of a version as joined: it may change after (module doc)
+        right_names.pop(end.lower(), None)
     sides = [(join.left, left_names), (join.right_alias, right_names)]
     for node in [*tree.expressions, join.join.args.get("on"), tree.args.get("where")]:
         if node is not None:
             _qualify(node, sides)
+            _refuse_end(node, end, join.right_alias)
     join = temporal_joins(tree, versioned)[0]  # its key equalities, over qualified columns
     if upsert:
         raise SqlError(
@@ -378,22 +422,40 @@ def analyse_temporal_join(
             join.as_of,
         )
     spec = join.versioned
+    name = table_key(join.right)
+    if end is not None and changelog is None:
+        raise SqlError(
+            "SSV162",
+            f"{name} has no changelog to read its versions from",
+            f"an upsert_table's versions ({spec.how}) are read from its changelog, which its "
+            "first run creates",
+            f"Run {name} first (dbt run builds a model's parents before it).",
+            join.right,
+        )
     missing = [c for c in (*spec.keys, spec.time) if c.lower() not in right_names]
+    right_end = _columns(right_schema).get(end.lower()) if end else None
+    if end and right_end is None:
+        missing.append(end)
     right_time = right_names.get(spec.time.lower())
     if missing or right_time is None or right_schema[right_time].lower() not in WATERMARKED:
         raise SqlError(
             "SSV162",
-            f"the meta of {table_key(join.right)} names {', '.join(missing)}, which it has no "
-            "column of"
+            f"the meta of {name} names {', '.join(missing)}, which it has no column of"
             if missing
-            else f"{table_key(join.right)}'s event_time {spec.time} is not a TIMESTAMP column "
-            "(TIMESTAMP_NTZ has no watermark in Spark)",
-            f"a version's key and time are columns of {table_key(join.right)} ({spec.how}); the "
-            "time is a TIMESTAMP",
-            f"Fix the meta of {table_key(join.right)} in its sources.yml entry to name its "
-            "key and event-time columns.",
+            else f"{name}'s version time {spec.time} is not a TIMESTAMP column (TIMESTAMP_NTZ "
+            "has no watermark in Spark)",
+            f"a version's key and time are columns of {name} ({spec.how}); the time is a TIMESTAMP",
+            f"Fix the meta of {name} in its sources.yml entry to name its key and event-time "
+            "columns."
+            if end is None
+            else f"Give {name} a TIMESTAMP sequence_by (CAST it in its query).",
             join.right,
         )
+    if changelog is not None:  # the versions are read as changes from the changelog
+        db, _, identifier = changelog.rpartition(".")
+        join.right.set("alias", exp.TableAlias(this=exp.to_identifier(join.right_alias)))
+        join.right.set("this", exp.to_identifier(identifier))
+        join.right.set("db", exp.to_identifier(db) if db else None)
     if delay_us is None:
         raise SqlError(
             "SSV105",
@@ -407,11 +469,11 @@ def analyse_temporal_join(
     items = [e for item in tree.expressions for e in _expand(item, sides)]
     named = []
     for item in items:
-        name = spark_name(item, (left, right))
-        if name is None:
+        output = spark_name(item, (left, right))
+        if output is None:
             raise _shape_error(f"{item.sql(dialect='spark')} has no name (write AS <name>)", item)
         named.append(
-            exp.alias_(item.unalias() if isinstance(item, exp.Alias) else item, name, quoted=True)
+            exp.alias_(item.unalias() if isinstance(item, exp.Alias) else item, output, quoted=True)
         )
     tree.set("expressions", items)
     key_columns = [right_names[c.lower()] for _, c in join.keys]
@@ -420,17 +482,25 @@ def analyse_temporal_join(
         for (e, _), c in zip(join.keys, key_columns, strict=True)
     ]
     right_keys = [exp.column(c, table=right, quoted=True) for c in key_columns]
+    values = tuple(right_names.values())
     return TemporalSpec(
         kind=join.kind,
         keys=tuple(KEY.format(i) for i in range(len(join.keys))),
         left_sql=_sql(_input(left_table, left, time, left_keys, delay_us)),
-        right_sql=_sql(_input(join.right, right, right_time, right_keys, delay_us)),
+        right_sql=_sql(
+            _input(join.right, right, right_time, right_keys, delay_us)
+            if right_end is None
+            else _changes(join.right, right, (right_time, right_end), values, right_keys, delay_us)
+        ),
         post_sql=_sql(_post(named, join, tree.args.get("where"))),
         left=left,
         right=right,
         left_time=time,
         right_time=right_time,
         right_keys=tuple(key_columns),
+        right_end=right_end,
+        right_values=values if right_end else (),
+        changelog=changelog,
     )
 
 
@@ -471,6 +541,59 @@ def _sql(tree: exp.Expr) -> str:
     return tree.sql(dialect=SparkStreaming, comments=False)
 
 
+def _changes(
+    table: exp.Table,
+    alias: str,
+    times: Tuple[str, str],
+    values: Sequence[str],
+    keys: Sequence[exp.Expr],
+    delay_us: int,
+) -> exp.Select:
+    """The versions' input read as changes (an upsert_table's changelog ``table``): the KEY
+    columns, TIME NULL (Spark drops no change as late: the operator does, by pairs), MICROS the
+    version's start, CHANGE_COLUMNS, and the version's columns ``values``. The watermark is on
+    WT, the change's latest time (its start, or its end if later)."""
+    start, end = (exp.column(c, quoted=True) for c in times)
+    latest = exp.func("greatest", start, exp.Coalesce(this=end, expressions=[start.copy()]))
+    watermarked = WatermarkedTable(
+        this=exp.Table(this=table.this.copy(), db=table.args["db"].copy() if table.db else None),
+        column=exp.alias_(latest, WT),
+        delay=interval_literal(delay_us),
+    )
+    source = exp.Subquery(
+        this=exp.select(exp.Star()).from_(watermarked),
+        alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)),
+    )
+
+    def column(name: str) -> exp.Column:
+        return exp.column(name, table=alias, quoted=True)
+
+    items = [exp.alias_(k, KEY.format(i)) for i, k in enumerate(keys)]
+    items += [
+        exp.alias_(exp.cast(exp.null(), "timestamp"), TIME),
+        exp.alias_(exp.func("unix_micros", column(times[0])), MICROS),
+        exp.alias_(exp.func("unix_micros", column(times[1])), END_US),
+        exp.alias_(column("_op"), OP),
+        exp.alias_(column("_commit_version"), COMMIT),
+        exp.alias_(column(WT), WT),
+    ]
+    return exp.select(*items, *(column(c) for c in values)).from_(source)
+
+
+def _refuse_end(node: exp.Expr, end: Optional[str], alias: str) -> None:
+    """SSV165 if ``node`` reads the versions' end column ``end`` (of the side ``alias``)."""
+    if end is None:
+        return
+    for column in node.find_all(exp.Column):
+        if column.name.lower() == end.lower() and column.table.lower() in ("", alias):
+            raise _shape_error(
+                f"{column.sql(dialect='spark')}: a version's end is not known when a row is "
+                "joined with it (a later change may end it); the version valid at the row's "
+                "time is joined, and its columns but the end can be read",
+                column,
+            )
+
+
 def _post(items: List[exp.Expr], join: TemporalJoin, where: Optional[exp.Where]) -> exp.Select:
     """The result of a micro-batch of (LEFT_ROW, RIGHT_ROW) pairs (BATCH_INPUT)."""
     left, right = (exp.to_identifier(a, quoted=True) for a in (join.left, join.right_alias))
@@ -503,13 +626,16 @@ def emitted(tree: exp.Expr, spec: TemporalSpec, watermark_us: int) -> exp.Expr:
         expression=exp.func("timestamp_micros", exp.Literal.number(watermark_us)),
     )
     _filtered(tree.args["from_"].this, spec.left_time, due)
-    versions = _filtered(join.this, spec.right_time, None)
-    end = exp.Window(
-        this=exp.func("lead", exp.column(spec.right_time)),
-        partition_by=[exp.column(k) for k in spec.right_keys],
-        order=exp.Order(expressions=[exp.Ordered(this=exp.column(spec.right_time))]),
-    )
-    versions.set("expressions", [exp.Star(), exp.alias_(end, END)])
+    if spec.changes:
+        _replace(join.this, _replayed(join.this, spec))
+    else:
+        versions = _filtered(join.this, spec.right_time, None)
+        end = exp.Window(
+            this=exp.func("lead", exp.column(spec.right_time)),
+            partition_by=[exp.column(k) for k in spec.right_keys],
+            order=exp.Order(expressions=[exp.Ordered(this=exp.column(spec.right_time))]),
+        )
+        versions.set("expressions", [exp.Star(), exp.alias_(end, END)])
     at = exp.column(spec.left_time, table=spec.left, quoted=True)
     start, stop = (exp.column(c, table=spec.right, quoted=True) for c in (spec.right_time, END))
     valid = exp.and_(
@@ -530,12 +656,97 @@ def late_rows(tree: exp.Expr, spec: TemporalSpec) -> List[exp.Expr]:
         (tree.args["from_"].this, spec.left_time),
         (tree.args["joins"][0].this, spec.right_time),
     ):
+        changes = time == spec.right_time and spec.changes  # late by their effect
         rows = exp.select(
-            exp.Star(except_=[exp.column(LATE_COLUMN)]),
+            exp.Star(except_=[exp.column(c) for c in (LATE_COLUMN, *(_EFFECT if changes else ()))]),
             exp.alias_(exp.column(LATE_COLUMN), "batch_watermark"),
-        ).from_(exp.Table(this=table.this.copy()))
-        out.append(rows.where(_late(time)))
+        )
+        if changes:
+            out.append(rows.from_(_effects(table, spec).subquery("__dss_c")).where(_EFFECT[1]))
+        else:
+            out.append(rows.from_(exp.Table(this=table.this.copy())).where(_late(time)))
     return out
+
+
+_EFFECT = ("__dss_effect", "__dss_late_change")  # a change's effect time and whether it is late
+_CHANGES = "__dss_changes"  # the templates' changelog
+_EFFECTS_SQL = """
+SELECT *, COALESCE(__dss_effect <= unix_micros({late}), FALSE) AS __dss_late_change
+FROM (
+  SELECT *, CASE
+      WHEN _op IN ('+I', '-D') OR NOT (
+        MAX(IF(_op = '-U', STRUCT({values}), NULL)) OVER w
+        <=> MAX(IF(_op = '+U', STRUCT({values}), NULL)) OVER w
+      ) THEN unix_micros({start})
+      ELSE LEAST(
+        MAX(IF(_op = '-U', COALESCE(unix_micros({end}), {never}), NULL)) OVER w,
+        MAX(IF(_op = '+U', COALESCE(unix_micros({end}), {never}), NULL)) OVER w
+      )
+    END AS __dss_effect
+  FROM __dss_changes
+  WINDOW w AS (PARTITION BY {keys}, {start}, _commit_version)
+) AS __dss_e
+"""
+_REPLAYED_SQL = """
+SELECT *, LEAST({end}, LEAD({start}) OVER (PARTITION BY {keys} ORDER BY {start})) AS {out}
+FROM (
+  SELECT *, ROW_NUMBER() OVER (
+      PARTITION BY {keys}, {start}
+      ORDER BY _commit_version DESC, CASE WHEN _op IN ('+I', '+U') THEN 1 ELSE 0 END DESC
+    ) AS __dss_rn
+  FROM __dss_effects AS __dss_f
+  WHERE NOT __dss_late_change AND _op <> '-U'
+) AS __dss_r
+WHERE __dss_rn = 1 AND _op IN ('+I', '+U')
+"""
+
+
+def _template(sql: str, spec: TemporalSpec) -> exp.Select:
+    """``sql`` (_EFFECTS_SQL, _REPLAYED_SQL) over the versions' columns of ``spec``."""
+    def quoted(name: str) -> str:
+        return exp.column(name, quoted=True).sql(dialect="spark")
+
+    tree = sqlglot.parse_one(
+        sql.format(
+            keys=", ".join(map(quoted, spec.right_keys)),
+            start=quoted(spec.right_time),
+            end=quoted(spec.right_end or ""),
+            values=", ".join(map(quoted, spec.right_values)),
+            late=quoted(LATE_COLUMN),
+            never=str(2**63 - 1),
+            out=END,
+        ),
+        read="spark",
+    )
+    assert isinstance(tree, exp.Select)
+    return tree
+
+
+def _effects(table: exp.Table, spec: TemporalSpec) -> exp.Select:
+    """The changes read from the bound changelog ``table``, each with its effect time and
+    whether it was late (_EFFECT; see the module docstring)."""
+    tree = _template(_EFFECTS_SQL, spec)
+    for node in tree.find_all(exp.Table):
+        if node.name == _CHANGES:
+            node.replace(exp.Table(this=table.this.copy()))
+    return tree
+
+
+def _replayed(table: exp.Table, spec: TemporalSpec) -> exp.Select:
+    """The versions the stream held: the changes of the bound changelog ``table`` not dropped
+    as late, replayed by version (the last change of each), each with its end (END: its own,
+    or the next version's start if earlier)."""
+    tree = _template(_REPLAYED_SQL, spec)
+    for node in tree.find_all(exp.Table):
+        if node.name == "__dss_effects":
+            node.replace(exp.Subquery(this=_effects(table, spec), alias=node.args["alias"]))
+    return tree
+
+
+def _replace(table: exp.Table, rows: exp.Select) -> None:
+    """Replace the bound ``table`` by ``rows``, keeping its correlation name."""
+    alias = table.args.get("alias") or exp.TableAlias(this=table.this.copy())
+    table.replace(exp.Subquery(this=rows, alias=alias.copy()))
 
 
 def _late(time: str) -> exp.Expr:
@@ -553,6 +764,5 @@ def _filtered(table: exp.Table, time: str, condition: Optional[exp.Expr]) -> exp
         *([condition] if condition is not None else []),
     )
     rows = exp.select(exp.Star()).from_(exp.Table(this=table.this.copy())).where(on_time)
-    alias = table.args.get("alias") or exp.TableAlias(this=table.this.copy())
-    table.replace(exp.Subquery(this=rows, alias=alias.copy()))
+    _replace(table, rows)
     return rows

@@ -1,10 +1,10 @@
 {#-
   streaming_inputs(): what the dbt graph says of each relation the model reads, for
   runtime/inputs.py to classify as a stream or a table: [{relation, resource_type,
-  materialized, read_as, unique_key, event_time}]. `read_as` ('stream' or 'table') is the
+  materialized, read_as, unique_key, event_time, apply_changes}]. `read_as` ('stream' or 'table') is the
   input's own marking: a seed's or model's config `read_as`, or `meta: {read_as: ...}` (a
   source's). A source's `meta: {unique_key, event_time}` declares it a stream of versions (a
-  temporal join's versioned side).
+  temporal join's versioned side), as does a model's `apply_changes` of `scd_type: 2`.
 -#}
 {% macro streaming_inputs() %}
   {%- set inputs = [] -%}
@@ -19,8 +19,9 @@
         'resource_type': node.resource_type,
         'materialized': config.get('materialized'),
         'read_as': config.get('read_as') or meta.get('read_as'),
-        'unique_key': meta.get('unique_key') if node.resource_type == 'source' else none,
+        'unique_key': meta.get('unique_key') if node.resource_type == 'source' else config.get('unique_key'),
         'event_time': meta.get('event_time') if node.resource_type == 'source' else none,
+        'apply_changes': config.get('apply_changes') if node.resource_type == 'model' else none,
       }) -%}
     {%- endif -%}
   {%- endfor -%}
