@@ -9,4 +9,6 @@ bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
-.venv/bin/python -m pytest tests "$@"
+# two test processes (pytest-xdist), a test class or module each at a time: a serial run kept the
+# 2 cores ~60% idle (dbt subprocesses starting, waits for triggers and commits)
+.venv/bin/python -m pytest tests -n "${TEST_WORKERS:-2}" --dist loadscope "$@"
