@@ -703,6 +703,7 @@ WHERE __dss_rn = 1 AND _op IN ('+I', '+U')
 
 def _template(sql: str, spec: TemporalSpec) -> exp.Select:
     """``sql`` (_EFFECTS_SQL, _REPLAYED_SQL) over the versions' columns of ``spec``."""
+
     def quoted(name: str) -> str:
         return exp.column(name, quoted=True).sql(dialect="spark")
 
