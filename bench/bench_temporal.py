@@ -9,11 +9,15 @@ streaming_view models, in process (dbtRunner, one SparkSession):
             read and write, no join, no state);
   * joined: the same orders LEFT JOIN rates FOR SYSTEM_TIME AS OF o.ts, with the rate and the
             converted amount (sql/temporaljoin.py: both inputs unioned into a stateful operator
-            keyed by currency).
+            keyed by currency);
+  * joined_scd2: the same join with the versions of an upsert_table, `history`
+            (apply_changes scd_type 2 over the same versions as change events), read from its
+            changelog; `history` is run before it each time, and timed apart.
 First each is built over the sources (`dbt run --full-refresh`) --repeat times (the order
-alternating); then each round appends 1% more orders and their versions and refreshes both.
-Prints the medians, rows per second and the ratios joined/proj; the joined table is checked
-against Python (the version valid at each order's time) at the end.
+alternating); then each round appends 1% more orders and their versions and refreshes them.
+Prints the medians, rows per second and the ratios to proj; the joined table is checked
+against Python (the version valid at each order's time) at the end, and joined_scd2 against
+joined.
 
 Run (from the repo root, with the project venv):
   .venv/bin/python bench/bench_temporal.py [--rows 1000000] [--currencies 100] [--versions 100]
@@ -49,6 +53,17 @@ FILES = {
         "version: 2\nsources:\n  - name: bench\n    schema: bench\n    tables:\n"
         "      - name: orders\n      - name: rates\n"
         "        config: {meta: {unique_key: currency, event_time: rtime}}\n"
+        "      - name: rate_changes\n"
+    ),
+    "models/history.sql": (
+        "{{ config(materialized='upsert_table', unique_key='currency', apply_changes={"
+        "'sequence_by': 'rtime', 'except_columns': ['op'], 'scd_type': 2}) }}\n"
+        "SELECT * FROM {{ source('bench', 'rate_changes') }}\n"
+    ),
+    "models/joined_scd2.sql": (
+        f"{CONFIG}SELECT o.id, o.ts, o.currency, o.amount, r.rate, o.amount * r.rate AS "
+        f"converted {FROM} LEFT JOIN {{{{ ref('history') }}}} "
+        "FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency\n"
     ),
     "models/warm.sql": "{{ config(materialized='table') }}\nSELECT 1 AS x\n",  # starts Spark
     "models/proj.sql": f"{CONFIG}SELECT o.id, o.ts, o.currency, o.amount {FROM}\n",
@@ -58,7 +73,8 @@ FILES = {
         "FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency\n"
     ),
 }
-MODELS = ("proj", "joined")
+MODELS = ("proj", "joined", "joined_scd2")
+CHANGES = os.path.join(WAREHOUSE, "bench", "rate_changes")
 EPOCH = np.datetime64("2024-01-01T00:00:00", "us")
 
 
@@ -87,20 +103,19 @@ def append(rng, first: int, rows: int, currencies: int, versions: int, total: in
         for s in range(first - first % every, first + rows, every)
         if first <= s + (c * 7919) % every < first + rows
     ]
-    write_deltalake(
-        RATES,
-        pa.table(
-            {
-                "currency": pa.array([c for c, _ in starts], pa.int64()),
-                "rtime": pa.array(
-                    EPOCH + np.array([s for _, s in starts], dtype=np.int64) * 1_000_000,
-                    pa.timestamp("us"),
-                ).cast(pa.timestamp("us", tz="UTC")),
-                "rate": pa.array(rng.uniform(0.5, 2.0, len(starts))),
-            }
-        ),
-        mode="append",
+    rates = pa.table(
+        {
+            "currency": pa.array([c for c, _ in starts], pa.int64()),
+            "rtime": pa.array(
+                EPOCH + np.array([s for _, s in starts], dtype=np.int64) * 1_000_000,
+                pa.timestamp("us"),
+            ).cast(pa.timestamp("us", tz="UTC")),
+            "rate": pa.array(rng.uniform(0.5, 2.0, len(starts))),
+        }
     )
+    write_deltalake(RATES, rates, mode="append")
+    changes = rates.append_column("op", pa.array(["u"] * len(rates), pa.string()))
+    write_deltalake(CHANGES, changes, mode="append")  # the same versions, as change events
 
 
 def check() -> int:
@@ -123,6 +138,10 @@ def check() -> int:
         want = values[i - 1] if i else None
         if not (want is None and np.isnan(row.rate) or want == row.rate):
             sys.exit(f"FAIL: order {row.id} joined rate {row.rate}, the valid one is {want}")
+    scd2 = os.path.join(WAREHOUSE, "bench", "joined_scd2")
+    versions = DeltaTable(scd2).to_pandas().sort_values("id").reset_index(drop=True)
+    if not versions[["id", "rate"]].equals(got[["id", "rate"]]):
+        sys.exit("FAIL: joined_scd2 differs from joined")
     return len(got)
 
 
@@ -141,20 +160,23 @@ def main() -> None:
     def dbt(*a: str) -> float:
         return bu.dbt(*a, project=PROJECT)
 
+    def run(model: str, runs: dict, *flags: str) -> None:
+        if model == "joined_scd2":  # its versions first
+            runs["history"].append(dbt("run", *flags, "-s", "history"))
+        runs[model].append(dbt("run", *flags, "-s", model))
+
     dbt("run", "-s", "warm")  # the SparkSession starts outside the figures
-    builds: dict[str, list[float]] = {m: [] for m in MODELS}
+    builds: dict[str, list[float]] = {m: [] for m in (*MODELS, "history")}
     for i in range(args.repeat):  # the order alternating; the last build stays
         for model in MODELS if i % 2 == 0 else MODELS[::-1]:
-            builds[model].append(dbt("run", "--full-refresh", "-s", model))
-    refreshes: dict[str, list[float]] = {m: [] for m in MODELS}
+            run(model, builds, "--full-refresh")
+    refreshes: dict[str, list[float]] = {m: [] for m in (*MODELS, "history")}
     first, step = args.rows, args.rows // 100
     for i in range(args.repeat + 1):  # the first round warms up
         append(rng, first, step, args.currencies, args.versions, total)
         first += step
         for model in MODELS if i % 2 == 0 else MODELS[::-1]:
-            took = dbt("run", "-s", model)
-            if i:
-                refreshes[model].append(took)
+            run(model, refreshes if i else {m: [] for m in refreshes})
     joined = check()
     print(
         f"{args.rows:,} orders over {args.currencies} currencies, {args.versions} rate versions "
@@ -165,7 +187,8 @@ def main() -> None:
         print(
             f"  {label}: "
             + ", ".join(f"{m} {med[m]:.2f} s ({rows / med[m]:,.0f} orders/s)" for m in MODELS)
-            + f"; ratio joined/proj {med['joined'] / med['proj']:.2f}"
+            + f", history {med['history']:.2f} s; ratios to proj: joined "
+            f"{med['joined'] / med['proj']:.2f}, joined_scd2 {med['joined_scd2'] / med['proj']:.2f}"
         )
 
 
