@@ -44,8 +44,22 @@ def pytest_addoption(parser):
     )
 
 
+def _first(item) -> int:
+    """Where an item's class or module goes in the run: the long ones first (scripts/test.sh
+    runs two processes, each taking the next class or module in this order, so a long one
+    started last would end the run alone), the unit tests last."""
+    path = item.nodeid
+    if path.startswith(("tests/scaleout/", "tests/reliability/")):
+        return 0
+    if "slow" in item.keywords:  # dbt in subprocesses (crash tests)
+        return 1
+    return 3 if path.startswith("tests/unit/") else 2
+
+
 def pytest_collection_modifyitems(config, items):
-    """Cases marked `full` (more of a harness CI already runs one case of) run with --full."""
+    """The long classes and modules first (_first). Cases marked `full` (more of a harness CI
+    already runs one case of) run with --full."""
+    items.sort(key=_first)  # stable: a class's and a module's tests stay together, in order
     if config.getoption("--full"):
         return
     skip = pytest.mark.skip(reason="a further case of a long harness: run with --full (README)")
