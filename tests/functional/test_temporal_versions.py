@@ -11,6 +11,7 @@ passes after each run (the changelog replayed without the late changes)."""
 
 import os
 import random
+import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -18,7 +19,11 @@ import pytest
 from dbt.tests.util import run_dbt
 from deltalake import write_deltalake
 
-from .helpers import commits, equivalence_project, rows, table_path
+from dbt.adapters.spark_streaming.faults import ENV as FAULT
+from dbt.adapters.spark_streaming.faults import EXIT_CODE
+
+from . import test_exactly_once as exactly_once
+from .helpers import commits, equivalence_project, equivalence_tests, rows, table_path
 from .test_apply_changes import history
 
 SOURCES = """
@@ -85,9 +90,13 @@ def write(path: str, columns: dict) -> None:
 
 
 def append(project, orders: list, events: list) -> None:
+    append_to({n: table_path(project, n) for n in ("orders", "changes")}, orders, events)
+
+
+def append_to(paths: dict, orders: list, events: list) -> None:
     stamp = pa.timestamp("us", tz="UTC")
     write(
-        table_path(project, "orders"),
+        paths["orders"],
         {
             "id": pa.array([o[0] for o in orders], pa.int64()),
             "ts": pa.array([o[1] for o in orders], stamp),
@@ -96,7 +105,7 @@ def append(project, orders: list, events: list) -> None:
         },
     )
     write(
-        table_path(project, "changes"),
+        paths["changes"],
         {
             "id": pa.array([e[0] for e in events], pa.int64()),
             "seq": pa.array([e[1] for e in events], stamp),
@@ -228,3 +237,72 @@ UNIT_TESTS = UNIT_TESTS % (
     *GIVEN,
     "[{id: 1, name: a}, {id: 2, name: a}, {id: 3, name: b}]",
 )
+
+
+def crash_project(root) -> tuple[str, dict]:
+    """A project under root/project (customers, tv_left) whose sources live under root/raw;
+    the sources' paths."""
+    project, raw = root / "project", root / "raw"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text(
+        "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
+    )
+    (project / "profiles.yml").write_text(
+        "crash:\n  target: t\n  outputs:\n    t:\n      type: spark_streaming\n"
+        f"      method: session\n      schema: crash\n      warehouse_path: {root / 'w'}\n"
+        "      threads: 1\n"
+    )
+    (project / "models" / "sources.yml").write_text(
+        "version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n"
+        + "".join(f"      - {{name: {n}, meta: {{location: '{raw / n}'}}}}\n" for n in TABLES)
+        + equivalence_tests(["tv_left"])
+    )
+    for name in ("customers", "tv_left"):
+        (project / "models" / f"{name}.sql").write_text(MODELS[name])
+    return str(project), {n: str(raw / n) for n in TABLES}
+
+
+TABLES = ("orders", "changes")
+
+
+def dbt(project: str, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != FAULT}
+    env.update({FAULT: fault} if fault else {})
+    return subprocess.run(
+        [exactly_once.DBT, *args, "--project-dir", project, "--profiles-dir", project],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.full
+@pytest.mark.parametrize("fault", ["after_delta_commit@2", "during_write@2"])
+def test_a_crash_of_the_join_loses_and_duplicates_no_row(tmp_path, fault):
+    """The join's `dbt run` (a subprocess) killed at a point of the second run's first
+    micro-batch, then run again: the table equals the Python history's join and the batch
+    query."""
+    project, paths = crash_project(tmp_path)
+    rng, ids = random.Random(352), iter(range(10**6))
+    orders, events = [], []
+    for i in range(2):
+        new_orders, new_events = round_of(rng, i, ids)
+        append_to(paths, new_orders, new_events)
+        orders, events = orders + new_orders, events + new_events
+        assert dbt(project, "run", "-s", "customers").returncode == 0
+        if i:
+            crashed = dbt(project, "run", "-s", "tv_left", fault=fault)
+            assert crashed.returncode == EXIT_CODE, crashed.stdout[-3000:]
+        ran = dbt(project, "run", "-s", "tv_left")
+        assert ran.returncode == 0, ran.stdout[-3000:]
+    out = str(tmp_path / "w" / "crash" / "tv_left")
+    meta = commits(out)
+    batch_ids = [m["batch_id"] for m in meta if m["batch_id"] is not None]
+    assert batch_ids == sorted(set(batch_ids)), "a batch was committed twice"
+    watermark = datetime.fromtimestamp(meta[-1]["watermark_ms"] / 1000, timezone.utc)
+    got = sorted(map(utc, rows(out)), key=lambda r: r[0])
+    assert got == expected("tv_left", orders, history(events), watermark)
+    tested = dbt(project, "test")
+    assert tested.returncode == 0, tested.stdout[-3000:]
