@@ -48,6 +48,20 @@ def equivalence_project(sources: str, models: dict[str, str]) -> dict[str, str]:
     return files | {f"{name}.sql": sql for name, sql in models.items()}
 
 
+def write_crash_project(project, warehouse) -> None:
+    """Make `models/`, dbt_project.yml and profiles.yml of a crash test's project (the
+    pathlib.Path `project`) whose warehouse is `warehouse`."""
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text(
+        "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
+    )
+    (project / "profiles.yml").write_text(
+        "crash:\n  target: t\n  outputs:\n    t:\n      type: spark_streaming\n"
+        f"      method: session\n      schema: crash\n      warehouse_path: {warehouse}\n"
+        "      threads: 1\n"
+    )
+
+
 def ts(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
 

@@ -22,7 +22,14 @@ from dbt.adapters.spark_streaming.runtime.continuous import runner
 
 from . import test_continuous as continuous
 from . import test_exactly_once as exactly_once
-from .helpers import commits, equivalence_project, equivalence_tests, rows, table_path
+from .helpers import (
+    commits,
+    equivalence_project,
+    equivalence_tests,
+    rows,
+    table_path,
+    write_crash_project,
+)
 
 SOURCES = """
 sources:
@@ -240,15 +247,7 @@ class TestTemporalJoinContinuous(continuous.Base):
 def crash_project(root) -> str:
     """A project (one model, tj_left) under root/project whose sources live under root/raw."""
     project = root / "project"
-    (project / "models").mkdir(parents=True)
-    (project / "dbt_project.yml").write_text(
-        "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
-    )
-    (project / "profiles.yml").write_text(
-        "crash:\n  target: t\n  outputs:\n    t:\n      type: spark_streaming\n"
-        f"      method: session\n      schema: crash\n      warehouse_path: {root / 'w'}\n"
-        "      threads: 1\n"
-    )
+    write_crash_project(project, root / "w")
     (project / "models" / "sources.yml").write_text(
         "version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n"
         f"      - {{name: orders, meta: {{location: '{root / 'raw' / 'orders'}'}}}}\n"

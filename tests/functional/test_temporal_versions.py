@@ -23,7 +23,14 @@ from dbt.adapters.spark_streaming.faults import ENV as FAULT
 from dbt.adapters.spark_streaming.faults import EXIT_CODE
 
 from . import test_exactly_once as exactly_once
-from .helpers import commits, equivalence_project, equivalence_tests, rows, table_path
+from .helpers import (
+    commits,
+    equivalence_project,
+    equivalence_tests,
+    rows,
+    table_path,
+    write_crash_project,
+)
 from .test_apply_changes import history
 
 SOURCES = """
@@ -243,15 +250,7 @@ def crash_project(root) -> tuple[str, dict]:
     """A project under root/project (customers, tv_left) whose sources live under root/raw;
     the sources' paths."""
     project, raw = root / "project", root / "raw"
-    (project / "models").mkdir(parents=True)
-    (project / "dbt_project.yml").write_text(
-        "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
-    )
-    (project / "profiles.yml").write_text(
-        "crash:\n  target: t\n  outputs:\n    t:\n      type: spark_streaming\n"
-        f"      method: session\n      schema: crash\n      warehouse_path: {root / 'w'}\n"
-        "      threads: 1\n"
-    )
+    write_crash_project(project, root / "w")
     (project / "models" / "sources.yml").write_text(
         "version: 2\nsources:\n  - name: raw\n    schema: raw\n    tables:\n"
         + "".join(f"      - {{name: {n}, meta: {{location: '{raw / n}'}}}}\n" for n in TABLES)
