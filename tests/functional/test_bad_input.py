@@ -253,6 +253,15 @@ BAD_MODELS = {
         "SSV150",
         "state_ttl",
     ),
+    # versions from an upsert_table whose query deletes keys (a delete has no time)
+    "event_time_with_having": (
+        UP.replace(
+            "'upsert_table'", "'upsert_table', unique_key='item', event_time='t', state_ttl='1 day'"
+        )
+        + f"SELECT item, MAX(bidtime) AS t FROM {BIDS} GROUP BY item HAVING COUNT(*) > 1",
+        "SSV166",
+        "scd_type 2",
+    ),
     "state_ttl_stddev": (
         UP.replace("'upsert_table'", "'upsert_table', state_ttl='1 day'")
         + f"SELECT item, STDDEV(price) AS s FROM {BIDS} GROUP BY item",

@@ -4,7 +4,9 @@ a seeded random stream of orders joined with a source of currency rate versions 
 three rounds, with NULL and NaN rates, NULL currencies and amounts, currencies without
 versions, and a late row on each side in the later rounds. After each run the LEFT and INNER
 models hold exactly the orders at or below the watermark, each with the version valid at its
-time (computed here in Python), the late rows are counted, and snapshot_equivalence passes."""
+time (computed here in Python), the late rows are counted, and snapshot_equivalence passes.
+The same joins with the versions an upsert_table upserts (event_time config): see
+TestTemporalJoinWithUpsertedVersions."""
 
 import math
 import os
@@ -15,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
 from dbt.adapters.spark_streaming.faults import EXIT_CODE
 from dbt.adapters.spark_streaming.runtime.continuous import runner
@@ -93,6 +95,10 @@ def rounds(seed: int, count: int = 3) -> list[tuple[list, list]]:
     return out
 
 
+def changelog_path(table: str) -> str:
+    return os.path.join(table, "_dbt_streaming", "changelog")
+
+
 def write(path: str, columns: dict) -> None:
     write_deltalake(path, pa.table(columns), mode="append")
 
@@ -102,8 +108,13 @@ def append(project, orders: list, rates: list) -> None:
 
 
 def append_to(paths: dict, orders: list, rates: list) -> None:
+    write_orders(paths["orders"], orders)
+    write_rates(paths["rates"], rates)
+
+
+def write_orders(path: str, orders: list) -> None:
     write(
-        paths["orders"],
+        path,
         {
             "id": pa.array([o[0] for o in orders], pa.int64()),
             "ts": pa.array([o[1] for o in orders], pa.timestamp("us", tz="UTC")),
@@ -111,8 +122,11 @@ def append_to(paths: dict, orders: list, rates: list) -> None:
             "amount": pa.array([o[3] for o in orders], pa.float64()),
         },
     )
+
+
+def write_rates(path: str, rates: list) -> None:
     write(
-        paths["rates"],
+        path,
         {
             "currency": pa.array([r[0] for r in rates], pa.string()),
             "rtime": pa.array([r[1] for r in rates], pa.timestamp("us", tz="UTC")),
@@ -122,9 +136,10 @@ def append_to(paths: dict, orders: list, rates: list) -> None:
 
 
 def valid(rates: list, currency, at: datetime):
-    """The version of `currency` valid at `at`: the latest at or before it."""
+    """The version of `currency` valid at `at`: the latest at or before it (of those at one
+    time, the last listed)."""
     mine = [r for r in rates if currency is not None and r[0] == currency and r[1] <= at]
-    return max(mine, key=lambda r: r[1], default=None)
+    return max(reversed(mine), key=lambda r: r[1], default=None)
 
 
 def utc(row: tuple) -> tuple:
@@ -161,6 +176,19 @@ def expected(
     return sorted(out, key=lambda r: r[0])
 
 
+def assert_joined(project, name: str, orders: list, versions: list, least: int) -> datetime:
+    """Model `name` holds exactly `expected` (more than `least` rows) at its last watermark,
+    which is returned."""
+    wm = commits(table_path(project, name))[-1]["watermark_ms"]
+    watermark = datetime.fromtimestamp(wm / 1000, timezone.utc)
+    got = sorted(map(utc, rows(table_path(project, name))), key=lambda r: r[0])
+    want = expected(name, orders, versions, watermark)
+    assert len(got) == len(want) > least, (name, len(got), len(want))
+    for a, b in zip(got, want, strict=True):
+        assert repr(a) == repr(b), (name, a, b)  # repr: NaN equals NaN
+    return watermark
+
+
 class TestTemporalJoin:
     @pytest.fixture(scope="class")
     def models(self):
@@ -178,13 +206,7 @@ class TestTemporalJoin:
                 n: 2 if i else 0 for n in MODELS
             }
             for name in MODELS:
-                wm = commits(table_path(project, name))[-1]["watermark_ms"]
-                watermark = datetime.fromtimestamp(wm / 1000, timezone.utc)
-                got = sorted(map(utc, rows(table_path(project, name))), key=lambda r: r[0])
-                want = expected(name, orders, rates, watermark)
-                assert len(got) == len(want) > 10 * (i + 1), (name, len(got), len(want))
-                for a, b in zip(got, want, strict=True):
-                    assert repr(a) == repr(b), (name, a, b)  # repr: NaN equals NaN
+                assert_joined(project, name, orders, rates, least=10 * (i + 1))
         listed = run_dbt(["show", "--inline", "select * from {{ late_rows(ref('tj_inner')) }}"])
         late = sorted(  # each side's late rows, with their own columns
             (r["ts"] or r["rtime"]).strftime("%H:%M") for r in listed[0].agate_table
@@ -212,6 +234,123 @@ class TestTemporalJoin:
         got = sorted(map(utc, rows(path)), key=lambda r: r[0])
         assert repr(got) == repr(sorted(map(utc, before + after), key=lambda r: r[0]))
         assert [r.status for r in run_dbt(["test", "-s", "tj_left"])] == ["pass"]
+
+
+LATEST = (
+    "{{ config(materialized='upsert_table', unique_key='currency', event_time='rtime', "
+    "constant_domain=['currency'], max_files_per_trigger=1) }}\n"
+    "SELECT currency, rtime, rate FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency "
+    f"ORDER BY rtime DESC) AS rn FROM {RATES}) WHERE rn = 1"
+)
+FILES = 4  # each round's rates are appended in this many files: a micro-batch each upstream
+
+
+def latest_versions(files: list[list], held: dict) -> list[tuple]:
+    """The rows the keep-latest model upserts over `files` (one micro-batch each), in commit
+    order: per file and currency its greatest row, if greater than the one `held` (updated)."""
+    out = []
+    for rates in files:
+        for currency in sorted({r[0] for r in rates}):
+            top = max((r for r in rates if r[0] == currency), key=lambda r: (r[1], r[2]))
+            if currency not in held or (top[1], top[2]) > (held[currency][1], held[currency][2]):
+                held[currency] = top
+                out.append(top)
+    return out
+
+
+class TestTemporalJoinWithUpsertedVersions:
+    """The versioned side is an upsert_table with unique_key and event_time in its config, a
+    keep-latest deduplication of the rates (Flink's versioned view): each row it upserts is a
+    version from its rtime. Its changelog's +I/+U rows are the Python model's versions; the
+    joins hold exactly the orders with the version valid at their times, two versions at one
+    time in one micro-batch of the join take the last committed, a new currency's first version
+    far below the join's watermark is late (dropped and counted), and snapshot_equivalence
+    passes."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        sources = SOURCES.replace("meta: {unique_key: currency, event_time: rtime}", "{}")
+        joins = {
+            n: CONFIG + sql.replace(RATES, "{{ ref('rates_latest') }}") for n, sql in MODELS.items()
+        }
+        return equivalence_project(sources, {"rates_latest": LATEST, **joins})
+
+    def test_the_rows_it_upserts_are_versions_from_their_event_time(self, project):
+        orders, upserted, versions, held, watermark = [], [], [], {}, None
+        tie = EPOCH + timedelta(seconds=599, microseconds=500000)  # after every rate of round 0
+        path = table_path(project, "rates_latest")
+        for i, (new_orders, new_rates) in enumerate(rounds(seed=38)):
+            files = [new_rates[k::FILES] for k in range(FILES)]
+            if i == 0:  # EUR's greatest row in two files at one time: the second is valid
+                files[1].append(("EUR", tie, 1.5))
+                files[2].append(("EUR", tie, 2.5))
+            if i == 2:  # a currency's first version far below the watermark: late for the join
+                files[0].append(("CHF", EPOCH + timedelta(minutes=5), 7.0))
+            write_orders(table_path(project, "orders"), new_orders)
+            for rates in files:
+                write_rates(table_path(project, "rates"), rates)
+            new = latest_versions(files, held)
+            late = [v for v in new if watermark is not None and v[1] <= watermark]
+            assert len(late) == (i == 2), late
+            upserted += new
+            versions += [v for v in new if v not in late]
+            late_order = EPOCH + timedelta(minutes=10 * i - 9)
+            orders += [o for o in new_orders if not (i and o[1] == late_order)]
+            results = run_dbt(["run"])
+            assert {r.node.name: r.adapter_response["late_rows"] for r in results} == {
+                "rates_latest": 0,
+                "tj_left": int(i > 0) + len(late),
+                "tj_inner": int(i > 0) + len(late),
+            }
+            changelog = DeltaTable(changelog_path(path)).to_pyarrow_table().to_pylist()
+            changelog.sort(key=lambda r: (r["_commit_version"], r["currency"]))
+            logged = [(r["currency"], r["rtime"], r["rate"]) for r in changelog if r["_op"] != "-U"]
+            assert repr(list(map(utc, logged))) == repr(list(map(utc, upserted)))
+            for name in MODELS:
+                watermark = assert_joined(project, name, orders, versions, least=8 * (i + 1))
+        rates = [r[-1] for r in rows(table_path(project, "tj_inner"))]
+        assert 2.5 in rates and 1.5 not in rates  # orders after the tie took the later commit's
+        listed = run_dbt(["show", "--inline", "select * from {{ late_rows(ref('tj_left')) }}"])
+        late = sorted(
+            (r["currency"], (r["ts"] or r["rtime"]).strftime("%H:%M"))
+            for r in listed[0].agate_table
+        )
+        assert late == [("CHF", "09:05"), ("EUR", "09:01"), ("EUR", "09:11")], late
+        assert [r.status for r in run_dbt(["test"])] == ["pass"] * 3
+
+    def test_a_unit_test_takes_the_given_rows_as_versions(self, project):
+        """dbt's unit_tests: the given rows of the upsert_table are its versions, each valid
+        from its event_time to the next version's."""
+        append(project, [], [])  # the sources (if this test runs alone)
+        run_dbt(["run", "-s", "rates_latest"])  # dbt reads the given rows' types from the table
+        with open(os.path.join(project.project_root, "models", "unit.yml"), "w") as fh:
+            fh.write(LATEST_UNIT_TESTS % ("right", "2.0"))  # (GBP has no version: INNER)
+            fh.write(LATEST_UNIT_TESTS.split("unit_tests:")[1] % ("wrong", "3.0"))
+        results = run_dbt(["test", "-s", "test_type:unit"], expect_pass=False)
+        assert {r.node.name: r.status for r in results} == {
+            "versions_right": "pass",
+            "versions_wrong": "fail",
+        }
+
+
+LATEST_UNIT_TESTS = """
+unit_tests:
+  - name: versions_%s
+    model: tj_inner
+    given:
+      - input: source('raw', 'orders')
+        rows:
+          - {id: 1, ts: '2024-03-01 09:00:05', currency: EUR, amount: 1.0}
+          - {id: 2, ts: '2024-03-01 09:00:20', currency: EUR, amount: 1.0}
+          - {id: 3, ts: '2024-03-01 09:00:40', currency: EUR, amount: 1.0}
+          - {id: 4, ts: '2024-03-01 09:00:40', currency: GBP, amount: 1.0}
+      - input: ref('rates_latest')
+        rows:
+          - {currency: EUR, rtime: '2024-03-01 09:00:00', rate: 2.0}
+          - {currency: EUR, rtime: '2024-03-01 09:00:30', rate: 3.0}
+    expect:
+      rows: [{id: 1, rate: 2.0}, {id: 2, rate: %s}, {id: 3, rate: 3.0}]
+"""
 
 
 class TestTemporalJoinContinuous(continuous.Base):

@@ -13,7 +13,7 @@ from dbt.adapters.spark_streaming.runtime.temporaljoin import _operator
 from dbt.adapters.spark_streaming.sql import SqlError, compile_query
 from dbt.adapters.spark_streaming.sql.dialect import SparkStreaming
 from dbt.adapters.spark_streaming.sql.querychange import classify
-from dbt.adapters.spark_streaming.sql.temporaljoin import Versioned, temporal_joins
+from dbt.adapters.spark_streaming.sql.temporaljoin import LATEST, SCD2, Versioned, temporal_joins
 
 RATES = {"a.rates": Versioned(("currency",), "rtime", "source meta {unique_key, event_time}")}
 
@@ -185,9 +185,9 @@ def test_the_plan_keys_both_inputs_and_applies_the_on_to_the_version():
             "SELECT o.id " + JOIN.format(kind="") + "o.currency = r.currency",
             "streaming_view",
             "1 minute",
-            {"a.rates": Versioned(("currency",), "valid_from", "meta")},
+            {"a.rates": Versioned(("currency",), "valid_from")},
             "SSV162",
-            "names valid_from",
+            "a.rates has no column valid_from, which its sources.yml meta",
         ),
         (
             "SELECT o.id " + JOIN.format(kind="") + "o.currency = r.currency",
@@ -306,7 +306,7 @@ def test_a_timestamp_ntz_event_time_is_refused():
 
 
 # An upsert_table with apply_changes scd_type 2 as the versioned side: read from its changelog.
-CUSTOMERS = {"a.customers": Versioned(("id",), "__start_at", "scd2", "__end_at")}
+CUSTOMERS = {"a.customers": Versioned(("id",), "__start_at", SCD2, "__end_at")}
 CHANGELOG = {
     "id": "bigint",
     "name": "string",
@@ -424,3 +424,135 @@ def test_changes_of_versions_apply_unless_late_and_a_version_ends():
     assert changes(left, state, []) == [("o9", "anne"), ("o12", None)]
     _, versions, _, _ = pickle.loads(state.get[0])
     assert [(v[0] // 1_000_000, v[3] // 1_000_000) for v in versions] == [(4, 10)]
+
+
+# An upsert_table with unique_key and event_time in its config: the rows it upserts.
+LATEST_RATES = {"a.rates": Versioned(("currency",), "rtime", LATEST)}
+RATES_CHANGELOG = {
+    **SCHEMAS["a.rates"],
+    "_op": "string",
+    "_batch_id": "bigint",
+    "_commit_version": "bigint",
+}
+
+
+def latest_plan(sql, changelogs=(("a.rates", "a.rates_changelog"),)):
+    return compile_query(
+        sql,
+        schemas={**SCHEMAS, "a.rates_changelog": RATES_CHANGELOG},
+        watermark_delay="1 minute",
+        versioned=LATEST_RATES,
+        changelogs=dict(changelogs),
+    )
+
+
+def test_versions_of_an_upsert_table_are_the_rows_its_changelog_upserts():
+    plan = latest_plan("SELECT o.id, r.* " + JOIN.format(kind="LEFT") + "o.currency = r.currency")
+    spec = plan.temporal
+    assert spec.upserts and not spec.changes and spec.changelog == "a.rates_changelog"
+    assert sorted(plan.sources) == ["a.orders", "a.rates_changelog"]
+    # Spark's watermark and late rule on the version's time; only +I/+U, with their commit
+    assert "WATERMARK rtime DELAY OF INTERVAL '60' SECONDS" in spec.right_sql
+    assert spec.right_sql.endswith("`r`.`_op` IN ('+I', '+U')"), spec.right_sql
+    assert "`r`.`_commit_version` AS __dss_cv, `r`.`currency`, `r`.`rtime`, `r`.`rate` FROM" in (
+        spec.right_sql
+    )
+    assert "_batch_id" not in spec.right_sql + spec.post_sql
+    views = {"a.orders": "o_view", "a.rates_changelog": "r_view"}
+    oracle = plan.emitted_sql(views, 5)
+    assert "FROM r_view WHERE NOT rtime IS NULL" in oracle and "_op IN ('+I', '+U')" in oracle
+    # among versions at one time, the last committed is valid
+    assert "LEAD(rtime) OVER (PARTITION BY currency ORDER BY rtime NULLS LAST, _commit_version" in (
+        oracle
+    )
+    late = plan.late_rows_sql(views)
+    assert "_op IN ('+I', '+U')" in late[1] and "_op" not in late[0]
+    with pytest.raises(SqlError) as info:  # no changelog yet
+        latest_plan("SELECT o.id " + JOIN.format(kind="") + "o.currency = r.currency", ())
+    assert info.value.code == "SSV162" and "Run a.rates first" in str(info.value)
+
+
+def test_versions_at_one_time_take_the_last_committed_within_a_batch_too():
+    state, left = State(watermark_ms=0), _operator(inner=False, upserts=True)
+    s = 1_000_000
+
+    def batch(rows):  # (time s, order id or None, version id or None, commit)
+        pdf = pd.DataFrame(
+            {
+                "__dss_us": [r[0] * s for r in rows],
+                "__dss_l": [r[1] and {"id": r[1]} for r in rows],
+                "__dss_r": [r[2] and {"id": r[2]} for r in rows],
+                "__dss_cv": [r[3] for r in rows],
+            }
+        )
+        out = list(left(("EUR",), iter([pdf]), state))
+        pairs = zip(out[0]["__dss_l"], out[0]["__dss_r"], strict=True) if out else []
+        return [(o["id"], v and v["id"]) for o, v in pairs]
+
+    # c7 (commit 7) arrives before c5 at the same time: c7 is valid from 3 s
+    assert (
+        batch([(3, None, "c7", 7), (3, None, "c5", 5), (1, None, "c9", 9), (4, "o4", None, None)])
+        == []
+    )
+    state.watermark_ms = 5000
+    assert batch([]) == [("o4", "c7")]
+
+
+DEDUP = (
+    "SELECT currency, rtime, rate FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY currency "
+    "ORDER BY rtime DESC) AS rn FROM a.rates) WHERE rn = 1"
+)
+
+
+def upsert_plan(sql, **config):
+    return compile_query(
+        sql,
+        schemas=SCHEMAS,
+        watermark_delay="1 minute",
+        materialization="upsert_table",
+        event_time="rtime",
+        **config,
+    )
+
+
+def test_an_upsert_table_with_event_time_never_deletes_a_key():
+    dedup = upsert_plan(DEDUP, unique_key=["currency"], constant_domain=["currency"])
+    assert dedup.upsert is not None
+    applied = {"sequence_by": "rtime", "except_columns": [], "scd_type": 1}
+    assert upsert_plan("SELECT * FROM a.rates", unique_key=["currency"], apply_changes=applied)
+
+
+@pytest.mark.parametrize(
+    "sql,config,text",
+    [
+        (DEDUP, {"constant_domain": ["currency"]}, "it has no unique_key in its config"),
+        (
+            "SELECT currency, MAX(rtime) AS rtime FROM a.rates GROUP BY currency "
+            "HAVING COUNT(*) > 1",
+            {"unique_key": ["currency"]},
+            "its HAVING (or RANK over an aggregate) deletes the keys",
+        ),
+        (
+            "SELECT * FROM a.rates",
+            {
+                "unique_key": ["currency"],
+                "apply_changes": {"sequence_by": "rtime", "delete_when": "rate < 0"},
+            },
+            "its apply_changes deletes keys (delete_when)",
+        ),
+        (
+            "SELECT * FROM a.rates",
+            {"unique_key": ["currency"], "apply_changes": {"sequence_by": "rtime", "scd_type": 2}},
+            "its versions are its rows already",
+        ),
+        (
+            DEDUP.replace("currency, rtime, rate", "*").replace("rn = 1", "rn <= 2"),
+            {"unique_key": ["currency", "rn"]},
+            "its Top-N deletes the rows that leave it",
+        ),
+    ],
+)
+def test_an_upsert_table_whose_versions_would_lack_a_time_is_refused(sql, config, text):
+    with pytest.raises(SqlError) as info:
+        upsert_plan(sql, **config)
+    assert info.value.code == "SSV166" and text in str(info.value), str(info.value)

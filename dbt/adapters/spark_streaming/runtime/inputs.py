@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import config_error
-from ..sql import SCD2
+from ..sql import LATEST, SCD2
 from ..sql.applychanges import END, START
 from .upsert import names_config
 
@@ -93,8 +93,9 @@ def versioned(inputs: Sequence[Mapping[str, Any]]) -> dict:
     """{relation: {unique_key, event_time[, end, how]}} of the inputs that hold versions, which
     a temporal join can join as of a time (sql/temporaljoin.py): the sources declared
     append-only streams of versions (`meta: {unique_key: <column or list>, event_time:
-    <column>}`) and the upsert_tables with `apply_changes` of `scd_type: 2` (their rows are the
-    versions, from `__start_at` to `__end_at`)."""
+    <column>}`), the upsert_tables with `apply_changes` of `scd_type: 2` (their rows are the
+    versions, from `__start_at` to `__end_at`) and those with `unique_key` and `event_time` in
+    their config (each row their changelog upserts is a version from its `event_time`)."""
     out = {}
     for node in inputs:
         key, time, more = node.get("unique_key"), node.get("event_time"), {}
@@ -103,6 +104,8 @@ def versioned(inputs: Sequence[Mapping[str, Any]]) -> dict:
             pass
         elif key and isinstance(changes, Mapping) and str(changes.get("scd_type")) == "2":
             time, more = START, {"end": END, "how": SCD2}
+        elif key and time and node.get("materialized") == "upsert_table":
+            more = {"how": LATEST}
         else:
             continue
         keys = [key] if isinstance(key, str) else list(key)

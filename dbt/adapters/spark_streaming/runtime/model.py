@@ -142,6 +142,7 @@ def compile_sql(
                 upsert.names_config(config, "dimensions") if dimensions is None else dimensions
             ),
             apply_changes=config.get("apply_changes"),
+            event_time=config.get("event_time") if materialization == "upsert_table" else None,
             versioned={
                 relation: sqlfront.Versioned(
                     tuple(v["unique_key"]),

@@ -393,7 +393,8 @@ def _plan_dataframe(spark, model: StreamingModel, plan, places: Places, options:
             spark.read.format(FORMAT).load(path).createOrReplaceTempView(view)
         else:
             reader = spark.readStream.format(FORMAT).options(**options).option("table", name)
-            if plan.temporal is not None and plan.temporal.changelog == name:
+            temporal = plan.temporal
+            if temporal is not None and temporal.changes and temporal.changelog == name:
                 reader = reader.option(READ_ALL, "true")  # whole versions: temporaljoin.py
             if split is not None and split.source == name:
                 reader = reader.options(**split.reader_options(plan.backlog_window))

@@ -11,10 +11,11 @@ Per key the state is one pickled record: the stream's rows not yet emitted and t
 that can still be joined. When called (new rows, or the timer fired) the operator first takes
 in the new rows and versions, then emits each row whose time is at or below the watermark
 with the version of greatest time at or below the row's (among equal times, the last to
-arrive), or with none (an INNER join drops it). A later version at or below the watermark
-would have been dropped as late, so that choice is final. It then keeps only the latest
-version at or below the watermark and those after it, and sets the timer for the earliest
-pending row. The rows cross the operator packed (runtime/exact.py) and are never looked into.
+arrive; an upsert_table's: the last committed), or with none (an INNER join drops it). A
+later version at or below the watermark would have been dropped as late, so that choice is
+final. It then keeps only the latest version at or below the watermark and those after it,
+and sets the timer for the earliest pending row. The rows cross the operator packed
+(runtime/exact.py) and are never looked into.
 
 Versions read as changes (an upsert_table's changelog, SCD2) are held by start with their end;
 a row past its version's end has none. Spark drops none of these changes (their TIME is NULL):
@@ -56,7 +57,8 @@ def temporal_dataframe(spark, plan, bindings, view: str) -> Tuple[Any, Callable,
     from pyspark.sql.types import StructField, StructType
 
     spec: TemporalSpec = plan.temporal
-    kept = [*spec.keys, TIME, MICROS, *(CHANGE_COLUMNS if spec.changes else ())]
+    changes = CHANGE_COLUMNS if spec.changes else (COMMIT,) if spec.upserts else ()
+    kept = [*spec.keys, TIME, MICROS, *changes]
     inputs, rows = [], {}  # the packed inputs; each packed column's row type
     for sql, name in zip(plan.temporal_inputs_sql(bindings), (LEFT_ROW, RIGHT_ROW), strict=True):
         df = spark.sql(sql)
@@ -67,7 +69,7 @@ def temporal_dataframe(spark, plan, bindings, view: str) -> Tuple[Any, Callable,
     union = inputs[0].unionByName(inputs[1], allowMissingColumns=True)
     out = StructType([StructField(name, carried(t), True) for name, t in rows.items()])
     stream = union.groupBy(*spec.keys).applyInPandasWithState(
-        _operator(spec.kind == "INNER", spec.changes),
+        _operator(spec.kind == "INNER", spec.changes, spec.upserts),
         out,
         STATE_SCHEMA,
         "append",
@@ -89,10 +91,11 @@ def temporal_dataframe(spark, plan, bindings, view: str) -> Tuple[Any, Callable,
     return stream, results, schema
 
 
-def _operator(inner: bool, changes: bool = False):
+def _operator(inner: bool, changes: bool = False, upserts: bool = False):
     """The function of applyInPandasWithState over the union of both sides (packed rows in
     LEFT_ROW or RIGHT_ROW, the event time in MICROS; ``changes``: the versions as changes, with
-    CHANGE_COLUMNS), giving (LEFT_ROW, RIGHT_ROW) pairs."""
+    CHANGE_COLUMNS; ``upserts``: the versions with their COMMIT, which orders those of one
+    time), giving (LEFT_ROW, RIGHT_ROW) pairs."""
 
     def run(key, pdfs, state) -> Iterator[Any]:
         import pandas as pd
@@ -104,14 +107,16 @@ def _operator(inner: bool, changes: bool = False):
         for pdf in pdfs:
             columns = [pdf[MICROS].tolist(), pdf[LEFT_ROW].tolist(), pdf[RIGHT_ROW].tolist()]
             extra = [pdf[c].tolist() for c in (END_US, OP, COMMIT)] if changes else []
+            extra += [pdf[COMMIT].tolist()] if upserts else []
             for t, row, version, *change in zip(*columns, *extra, strict=True):
                 if row is not None:
                     pending.append((t, seq, row))
                 elif keyed and changes:
                     end, op, commit = change
                     changed.append((int(commit), t, op, None if _null(end) else int(end), version))
-                elif keyed:
-                    bisect.insort(versions, (t, seq, version))
+                elif keyed:  # arrival order, or commit order (upserts: within a batch too)
+                    order = (int(change[0]), seq) if upserts else seq
+                    bisect.insort(versions, (t, order, version))
                 seq += 1
         if changed:
             _apply(versions, changed, watermark)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import StreamingError
+from ..sql import LATEST, SCD2
 from .inputs import classify, named
 from .model import compile_sql
 from .upsert import UPSERT_TABLE, names_config
@@ -50,7 +51,7 @@ def inputs_of(manifest, node) -> list[dict]:
                 "materialized": config.get("materialized"),
                 "read_as": config.get("read_as") or meta.get("read_as"),
                 "unique_key": meta.get("unique_key") if source else config.get("unique_key"),
-                "event_time": meta.get("event_time") if source else None,
+                "event_time": meta.get("event_time") if source else config.get("event_time"),
                 "apply_changes": None if source else config.get("apply_changes"),
                 "fixture": FIXTURE + given.lower(),
             }
@@ -103,10 +104,10 @@ def query(
         with_.set("expressions", kept)
         if not kept:
             tree.set("with_", None)
-    changelogs = {}  # an upsert_table's versions (SCD2): its given rows, each inserted once
+    changelogs = {}  # an upsert_table's versions: its given rows, each inserted once
     for relation, v in versions.items():
         name = fixture[relation]
-        if v.get("end") and name in fixtures:
+        if v.get("how") in (SCD2, LATEST) and name in fixtures:
             given = fixtures[name].sql(dialect="spark")
             fixtures[name] = sqlglot.parse_one(
                 f"SELECT *, '+I' AS _op, CAST(0 AS BIGINT) AS _commit_version FROM ({given})",

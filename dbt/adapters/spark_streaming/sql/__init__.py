@@ -66,12 +66,13 @@ from .analysis import WindowSpec
 from .compiler import QueryPlan, compile_query, parse_watermark_delay
 from .dialect import SparkStreaming
 from .errors import SqlError
-from .temporaljoin import SCD2, SOURCE_META, Versioned
+from .temporaljoin import LATEST, SCD2, SOURCE_META, Versioned
 
 __all__ = [
     "QueryPlan",
     "SparkStreaming",
     "SqlError",
+    "LATEST",
     "SCD2",
     "SOURCE_META",
     "Versioned",

@@ -15,6 +15,7 @@ from .aggtopn import rewrite_aggregate_rank
 from .ambiguous import refuse_ambiguous_columns
 from .analysis import WindowSpec, analyse_tvf, classify, table_key
 from .applychanges import (
+    ApplyChanges,
     keep_tombstones,
     parse_apply_changes,
     refuse_stateful,
@@ -415,6 +416,7 @@ def compile_query(
     dimensions: Sequence[str] = (),
     apply_changes: Optional[Mapping] = None,
     versioned: Mapping[str, Versioned] = {},
+    event_time: Optional[str] = None,
 ) -> QueryPlan:
     """Parse, check and rewrite model ``sql`` (Flink window TVFs) into Spark SQL.
 
@@ -424,8 +426,9 @@ def compile_query(
     their changelogs (sql/retract.py). ``state_ttl``, ``constant_domain`` and ``dimensions``
     bound its state (sql/state.py). ``apply_changes`` applies the query's rows as a change
     feed by ``unique_key`` (sql/applychanges.py). ``versioned`` maps the relations that hold
-    versions to their key and time (sql/temporaljoin.py). Raises SqlError (codes SSV1xx) on
-    invalid input.
+    versions to their key and time (sql/temporaljoin.py); an upsert_table's ``event_time``
+    makes the rows it upserts versions (SSV166 if it may delete a key). Raises SqlError (codes
+    SSV1xx) on invalid input.
     """
     delay_us = parse_watermark_delay(watermark_delay)
     ttl_us = _parse_duration_config(
@@ -538,6 +541,8 @@ def compile_query(
     retracted = [s for s in tree.find_all(exp.Select) if any(s.find_all(*RETRACTED))]
     if ttl_us is None and retracted and not undeclared_keys(retracted[0], constant_domain):
         ttl_us = NEVER_EXPIRES_US  # counts per value (sql/multiset.py) live in Delta only
+    if event_time is not None and upsert is not None:
+        _refuse_deleting_versions(event_time, unique_key, upsert, apply, bool(retracted))
     stream = None
     scope = unbounded_aggregate(
         tree,
@@ -565,3 +570,41 @@ def compile_query(
         _oracle=ranked,
         _stream=stream,
     )
+
+
+def _refuse_deleting_versions(
+    event_time: str,
+    unique_key: Optional[Sequence[str]],
+    upsert: UpsertSpec,
+    apply: Optional[ApplyChanges],
+    retracting: bool,
+) -> None:
+    """SSV166 unless an upsert_table with config ``event_time`` holds versions a temporal join
+    can read (sql/temporaljoin.py LATEST): its key given in its config, and no key ever
+    deleted, since its changelog's ``-D`` carries the deleted row but not when it was deleted."""
+    why = (
+        "each row an upsert_table with event_time upserts is a version of its unique_key "
+        "valid from its event_time, which downstream temporal joins (FOR SYSTEM_TIME AS OF) "
+        "read from its changelog; a deleted key would need the time of its delete, which the "
+        "changelog does not carry"
+    )
+    history = "Keep the history with apply_changes scd_type 2 (a delete ends a version there)"
+    if apply is not None and apply.scd_type == 2:
+        what, fix = "its versions are its rows already", "Remove event_time from its config."
+    elif unique_key is None:
+        what = "it has no unique_key in its config"
+        fix = "Set unique_key (the key its query groups or partitions by): readers see its config."
+        why = "a downstream model reads a version's key from the config, not the query"
+    elif apply is not None and apply.delete_when is not None:
+        what, fix = "its apply_changes deletes keys (delete_when)", history + "."
+    elif retracting:
+        what = "it aggregates an upsert_table's changes: a group whose rows all go is deleted"
+        fix = history + ", or remove event_time."
+    elif upsert.rank_sql is not None:
+        what, fix = "its Top-N deletes the rows that leave it", "Remove event_time."
+    elif upsert.keep_column is not None and apply is None:
+        what = "its HAVING (or RANK over an aggregate) deletes the keys that fail it"
+        fix = history + ", or remove event_time."
+    else:
+        return
+    raise SqlError("SSV166", f"event_time '{event_time}' on an upsert_table: {what}", why, fix)

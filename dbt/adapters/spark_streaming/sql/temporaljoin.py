@@ -13,7 +13,13 @@ The right side is versioned:
 - or an ``upsert_table`` with ``apply_changes`` of ``scd_type: 2`` and a TIMESTAMP
   ``sequence_by``: its rows are the versions, valid over ``[__start_at, __end_at)`` (a delete
   ends one with no next), read as changes from its changelog (``+I`` a version, ``-D`` one
-  removed, ``-U``/``+U`` one whose end or values changed: a late change placed in the history).
+  removed, ``-U``/``+U`` one whose end or values changed: a late change placed in the history);
+- or an ``upsert_table`` with ``unique_key`` and ``event_time`` in its config (Flink's
+  versioned view over an upsert stream, e.g. keep-latest deduplication): each row its
+  changelog upserts (``+I``, ``+U``) is a version of its key from its ``event_time``, as a
+  source's appended version (the query cannot delete a key: sql/compiler.py refuses
+  ``event_time`` where it could, SSV166). Among versions of one key at one time the last
+  committed is valid.
 
 A left row takes the version of greatest start <= its own time (if that version has not ended
 by then), and is emitted once the watermark (the minimum of both inputs') passes its time.
@@ -68,7 +74,9 @@ END = "__dss_end"  # the oracle: when a version stops being valid (the next one'
 
 
 SOURCE_META = "its sources.yml meta {unique_key, event_time}"  # how a source declares versions
-SCD2 = "its apply_changes scd_type 2"  # how an upsert_table holds versions
+SCD2 = "its apply_changes scd_type 2"  # how an upsert_table holds versions: its rows
+LATEST = "its unique_key and event_time config"  # ... or the rows its changelog upserts
+UPSERTS = ("+I", "+U")  # the changelog's _op of those rows
 # an upsert_table's changelog read as changes of versions: the change columns it adds
 CHANGE_META = ("_op", "_batch_id", "_commit_version", "_restarted")
 END_US = "__dss_end_us"  # a change's version end (microseconds, NULL: open)
@@ -80,13 +88,19 @@ CHANGE_COLUMNS = (END_US, OP, COMMIT, WT)
 
 @dataclass(frozen=True)
 class Versioned:
-    """How a relation holds versions: its key columns and each version's time column; ``end``:
-    each version's end column, for an upsert_table read through its changelog (SCD2)."""
+    """How a relation holds versions: its key columns and each version's time column; ``how``
+    SOURCE_META, SCD2 or LATEST (an upsert_table's: read through its changelog); ``end``: each
+    version's end column (SCD2)."""
 
     keys: Tuple[str, ...]
     time: str
     how: str = SOURCE_META  # for messages
     end: Optional[str] = None
+
+    @property
+    def from_changelog(self) -> bool:
+        """Whether the versions are read from the relation's changelog (an upsert_table's)."""
+        return self.how in (SCD2, LATEST)
 
 
 @dataclass
@@ -166,8 +180,9 @@ def _temporal_join(
             f"Declare a source's versions in its sources.yml entry (meta: {{unique_key: "
             "<key column>, event_time: <time column>}: an append-only stream of versions), "
             "join an upsert_table with apply_changes scd_type 2 (its versions by a TIMESTAMP "
-            f"sequence_by), or list {name} in `dimensions` and drop FOR SYSTEM_TIME AS OF to "
-            "join its latest version at each batch.",
+            "sequence_by) or one with unique_key and event_time in its config (the rows it "
+            f"upserts, each from its event_time), or list {name} in `dimensions` and drop FOR "
+            "SYSTEM_TIME AS OF to join its latest version at each batch.",
             table,
         )
     keys: List[Tuple[exp.Expr, str]] = []
@@ -243,7 +258,8 @@ class TemporalSpec:
     the result over BATCH_INPUT; for the oracle the aliases, event-time columns and version key
     columns as the query spells them; ``right_end`` and ``right_values`` (the version's columns
     but its end) for versions read as changes of an upsert_table (SCD2) from ``changelog``,
-    read in whole versions (a version's -U and +U in one micro-batch)."""
+    read in whole versions (a version's -U and +U in one micro-batch); with ``changelog`` but
+    no ``right_end``, the versions are the rows it upserts (LATEST), each with its COMMIT."""
 
     kind: str
     keys: Tuple[str, ...]
@@ -263,6 +279,11 @@ class TemporalSpec:
     def changes(self) -> bool:
         """Whether the versions arrive as changes (CHANGE_COLUMNS beside each)."""
         return self.right_end is not None
+
+    @property
+    def upserts(self) -> bool:
+        """Whether the versions are the rows an upsert_table's changelog upserts (LATEST)."""
+        return self.changelog is not None and not self.changes
 
 
 def _shape_error(what: str, node: Optional[exp.Expr]) -> SqlError:
@@ -331,10 +352,16 @@ def _expand(item: exp.Expr, sides: List[Tuple[str, Dict[str, str]]]) -> List[exp
 
 
 def _input(
-    table: exp.Table, alias: str, time: str, keys: Sequence[exp.Expr], delay_us: int
+    table: exp.Table,
+    alias: str,
+    time: str,
+    keys: Sequence[exp.Expr],
+    delay_us: int,
+    upserts: Optional[Sequence[str]] = None,
 ) -> exp.Select:
     """One input of the operator: the KEY columns, TIME, MICROS and the row's columns (which
-    the runtime packs into LEFT_ROW or RIGHT_ROW)."""
+    the runtime packs into LEFT_ROW or RIGHT_ROW); ``upserts``: ``table`` is an upsert_table's
+    changelog (LATEST), of which the rows it upserts are read, with these columns and COMMIT."""
     watermarked = WatermarkedTable(
         this=exp.Table(this=table.this.copy(), db=table.args["db"].copy() if table.db else None),
         column=exp.column(time),
@@ -347,10 +374,21 @@ def _input(
     at = exp.column(time, table=alias, quoted=True)
     items = [exp.alias_(k, KEY.format(i)) for i, k in enumerate(keys)]
     items += [exp.alias_(at.copy(), TIME), exp.alias_(exp.func("unix_micros", at.copy()), MICROS)]
-    items.append(exp.Column(this=exp.Star(), table=exp.to_identifier(alias, quoted=True)))
-    return (
-        exp.select(*items).from_(source).where(exp.Not(this=exp.Is(this=at, expression=exp.null())))
-    )
+    on_time = exp.Not(this=exp.Is(this=at, expression=exp.null()))
+    if upserts is None:
+        items.append(exp.Column(this=exp.Star(), table=exp.to_identifier(alias, quoted=True)))
+        return exp.select(*items).from_(source).where(on_time)
+    items.append(exp.alias_(exp.column("_commit_version", table=alias, quoted=True), COMMIT))
+    items += [exp.column(c, table=alias, quoted=True) for c in upserts]
+    return exp.select(*items).from_(source).where(exp.and_(on_time, _upserted(alias)))
+
+
+def _upserted(alias: Optional[str] = None) -> exp.Expr:
+    """The changelog's rows that upsert a key (UPSERTS), of the side ``alias``: a ``-U`` repeats
+    a version already read, and in the commit of a ``+U`` at the same time it would compete
+    with it for the last committed."""
+    op = exp.column("_op", table=alias, quoted=True) if alias else exp.column("_op")
+    return exp.In(this=op, expressions=[exp.Literal.string(o) for o in UPSERTS])
 
 
 def analyse_temporal_join(
@@ -375,7 +413,7 @@ def analyse_temporal_join(
     assert isinstance(tree, exp.Select)
     left_table = tree.args["from_"].this
     left_schema = schemas.get(table_key(left_table), {})
-    changelog = changelogs.get(table_key(join.right)) if join.versioned.end else None
+    changelog = changelogs.get(table_key(join.right)) if join.versioned.from_changelog else None
     right_schema = {
         c: t
         for c, t in schemas.get(changelog or table_key(join.right), {}).items()
@@ -423,7 +461,7 @@ def analyse_temporal_join(
         )
     spec = join.versioned
     name = table_key(join.right)
-    if end is not None and changelog is None:
+    if spec.from_changelog and changelog is None:
         raise SqlError(
             "SSV162",
             f"{name} has no changelog to read its versions from",
@@ -440,15 +478,18 @@ def analyse_temporal_join(
     if missing or right_time is None or right_schema[right_time].lower() not in WATERMARKED:
         raise SqlError(
             "SSV162",
-            f"the meta of {name} names {', '.join(missing)}, which it has no column of"
+            f"{name} has no column {', '.join(missing)}, which {spec.how} names"
             if missing
             else f"{name}'s version time {spec.time} is not a TIMESTAMP column (TIMESTAMP_NTZ "
             "has no watermark in Spark)",
             f"a version's key and time are columns of {name} ({spec.how}); the time is a TIMESTAMP",
-            f"Fix the meta of {name} in its sources.yml entry to name its key and event-time "
-            "columns."
-            if end is None
-            else f"Give {name} a TIMESTAMP sequence_by (CAST it in its query).",
+            {
+                SOURCE_META: f"Fix the meta of {name} in its sources.yml entry to name its key "
+                "and event-time columns.",
+                SCD2: f"Give {name} a TIMESTAMP sequence_by (CAST it in its query).",
+                LATEST: f"Set the event_time of {name} to a TIMESTAMP column of its query "
+                "(CAST it there).",
+            }[spec.how],
             join.right,
         )
     if changelog is not None:  # the versions are read as changes from the changelog
@@ -488,7 +529,14 @@ def analyse_temporal_join(
         keys=tuple(KEY.format(i) for i in range(len(join.keys))),
         left_sql=_sql(_input(left_table, left, time, left_keys, delay_us)),
         right_sql=_sql(
-            _input(join.right, right, right_time, right_keys, delay_us)
+            _input(
+                join.right,
+                right,
+                right_time,
+                right_keys,
+                delay_us,
+                values if changelog is not None else None,
+            )
             if right_end is None
             else _changes(join.right, right, (right_time, right_end), values, right_keys, delay_us)
         ),
@@ -629,11 +677,12 @@ def emitted(tree: exp.Expr, spec: TemporalSpec, watermark_us: int) -> exp.Expr:
     if spec.changes:
         _replace(join.this, _replayed(join.this, spec))
     else:
-        versions = _filtered(join.this, spec.right_time, None)
-        end = exp.Window(
+        versions = _filtered(join.this, spec.right_time, _upserted() if spec.upserts else None)
+        order = [spec.right_time, *(["_commit_version"] if spec.upserts else [])]
+        end = exp.Window(  # (among versions at one time the last committed is valid)
             this=exp.func("lead", exp.column(spec.right_time)),
             partition_by=[exp.column(k) for k in spec.right_keys],
-            order=exp.Order(expressions=[exp.Ordered(this=exp.column(spec.right_time))]),
+            order=exp.Order(expressions=[exp.Ordered(this=exp.column(c)) for c in order]),
         )
         versions.set("expressions", [exp.Star(), exp.alias_(end, END)])
     at = exp.column(spec.left_time, table=spec.left, quoted=True)
@@ -652,11 +701,11 @@ def late_rows(tree: exp.Expr, spec: TemporalSpec) -> List[exp.Expr]:
     """The rows of each side the stream dropped as late, with the watermark of the batch that
     read them."""
     out: List[exp.Expr] = []
-    for table, time in (
-        (tree.args["from_"].this, spec.left_time),
-        (tree.args["joins"][0].this, spec.right_time),
+    for table, time, versions in (
+        (tree.args["from_"].this, spec.left_time, False),
+        (tree.args["joins"][0].this, spec.right_time, True),
     ):
-        changes = time == spec.right_time and spec.changes  # late by their effect
+        changes = versions and spec.changes  # late by their effect
         rows = exp.select(
             exp.Star(except_=[exp.column(c) for c in (LATE_COLUMN, *(_EFFECT if changes else ()))]),
             exp.alias_(exp.column(LATE_COLUMN), "batch_watermark"),
@@ -664,7 +713,10 @@ def late_rows(tree: exp.Expr, spec: TemporalSpec) -> List[exp.Expr]:
         if changes:
             out.append(rows.from_(_effects(table, spec).subquery("__dss_c")).where(_EFFECT[1]))
         else:
-            out.append(rows.from_(exp.Table(this=table.this.copy())).where(_late(time)))
+            late = _late(time)
+            if versions and spec.upserts:
+                late = exp.and_(_upserted(), late)
+            out.append(rows.from_(exp.Table(this=table.this.copy())).where(late))
     return out
 
 
