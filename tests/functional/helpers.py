@@ -51,7 +51,7 @@ def equivalence_project(sources: str, models: dict[str, str]) -> dict[str, str]:
 def write_crash_project(project, warehouse) -> None:
     """Make `models/`, dbt_project.yml and profiles.yml of a crash test's project (the
     pathlib.Path `project`) whose warehouse is `warehouse`."""
-    (project / "models").mkdir(parents=True)
+    (project / "models").mkdir(parents=True, exist_ok=True)
     (project / "dbt_project.yml").write_text(
         "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
     )

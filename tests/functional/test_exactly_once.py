@@ -20,7 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 from dbt.adapters.spark_streaming.delta import origins
 from dbt.adapters.spark_streaming.faults import ENV, EXIT_CODE
 
-from .helpers import commits
+from .helpers import commits, write_crash_project
 
 pytestmark = pytest.mark.slow
 
@@ -74,15 +74,7 @@ def write_project(root, model: str = MODEL) -> None:
     """The dbt project under root/project (one model, per_item), with its warehouse and source
     under root."""
     project, source = root / "project", root / "feed" / "events"
-    (project / "models").mkdir(parents=True, exist_ok=True)
-    (project / "dbt_project.yml").write_text(
-        "name: crash\nversion: '1.0'\nconfig-version: 2\nprofile: crash\n"
-    )
-    (project / "profiles.yml").write_text(
-        "crash:\n  target: t\n  outputs:\n    t:\n      type: spark_streaming\n"
-        "      method: session\n"
-        f"      schema: crash\n      warehouse_path: {root / 'warehouse'}\n      threads: 1\n"
-    )
+    write_crash_project(project, root / "warehouse")
     (project / "models" / "sources.yml").write_text(
         "version: 2\nsources:\n  - name: feed\n    schema: feed\n    tables:\n"
         f"      - name: events\n        meta: {{location: '{source}'}}\n"
