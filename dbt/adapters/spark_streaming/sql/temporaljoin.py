@@ -721,7 +721,7 @@ def late_rows(tree: exp.Expr, spec: TemporalSpec) -> List[exp.Expr]:
 
 
 _EFFECT = ("__dss_effect", "__dss_late_change")  # a change's effect time and whether it is late
-_CHANGES = "__dss_changes"  # the templates' changelog
+_CHANGES, _EFFECTS = "__dss_changes", "__dss_effects"  # the templates' inputs (placeholders)
 _EFFECTS_SQL = """
 SELECT *, COALESCE(__dss_effect <= unix_micros({late}), FALSE) AS __dss_late_change
 FROM (
@@ -735,7 +735,7 @@ FROM (
         MAX(IF(_op = '+U', COALESCE(unix_micros({end}), {never}), NULL)) OVER w
       )
     END AS __dss_effect
-  FROM __dss_changes
+  FROM {changes}
   WINDOW w AS (PARTITION BY {keys}, {start}, _commit_version)
 ) AS __dss_e
 """
@@ -746,7 +746,7 @@ FROM (
       PARTITION BY {keys}, {start}
       ORDER BY _commit_version DESC, CASE WHEN _op IN ('+I', '+U') THEN 1 ELSE 0 END DESC
     ) AS __dss_rn
-  FROM __dss_effects AS __dss_f
+  FROM {effects} AS __dss_f
   WHERE NOT __dss_late_change AND _op <> '-U'
 ) AS __dss_r
 WHERE __dss_rn = 1 AND _op IN ('+I', '+U')
@@ -768,6 +768,8 @@ def _template(sql: str, spec: TemporalSpec) -> exp.Select:
             late=quoted(LATE_COLUMN),
             never=str(2**63 - 1),
             out=END,
+            changes=_CHANGES,
+            effects=_EFFECTS,
         ),
         read="spark",
     )
@@ -791,7 +793,7 @@ def _replayed(table: exp.Table, spec: TemporalSpec) -> exp.Select:
     or the next version's start if earlier)."""
     tree = _template(_REPLAYED_SQL, spec)
     for node in tree.find_all(exp.Table):
-        if node.name == "__dss_effects":
+        if node.name == _EFFECTS:
             node.replace(exp.Subquery(this=_effects(table, spec), alias=node.args["alias"]))
     return tree
 
