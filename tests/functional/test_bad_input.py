@@ -260,7 +260,7 @@ BAD_MODELS = {
         )
         + f"SELECT item, MAX(bidtime) AS t FROM {BIDS} GROUP BY item HAVING COUNT(*) > 1",
         "SSV166",
-        "scd_type 2",
+        "boolean column",
     ),
     "state_ttl_stddev": (
         UP.replace("'upsert_table'", "'upsert_table', state_ttl='1 day'")

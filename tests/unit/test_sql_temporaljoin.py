@@ -507,11 +507,10 @@ DEDUP = (
 def upsert_plan(sql, **config):
     return compile_query(
         sql,
-        schemas=SCHEMAS,
+        **{"schemas": SCHEMAS, **config},
         watermark_delay="1 minute",
         materialization="upsert_table",
         event_time="rtime",
-        **config,
     )
 
 
@@ -520,6 +519,9 @@ def test_an_upsert_table_with_event_time_never_deletes_a_key():
     assert dedup.upsert is not None
     applied = {"sequence_by": "rtime", "except_columns": [], "scd_type": 1}
     assert upsert_plan("SELECT * FROM a.rates", unique_key=["currency"], apply_changes=applied)
+    # a Top-N's ranks are upserted, never deleted: its rows are versions of (key, rank)
+    topn = DEDUP.replace("currency, rtime, rate", "*").replace("rn = 1", "rn <= 2")
+    assert upsert_plan(topn, unique_key=["currency", "rn"])
 
 
 @pytest.mark.parametrize(
@@ -530,7 +532,7 @@ def test_an_upsert_table_with_event_time_never_deletes_a_key():
             "SELECT currency, MAX(rtime) AS rtime FROM a.rates GROUP BY currency "
             "HAVING COUNT(*) > 1",
             {"unique_key": ["currency"]},
-            "its HAVING (or RANK over an aggregate) deletes the keys",
+            "its HAVING (or a RANK over an aggregate) deletes the keys",
         ),
         (
             "SELECT * FROM a.rates",
@@ -546,9 +548,14 @@ def test_an_upsert_table_with_event_time_never_deletes_a_key():
             "its versions are its rows already",
         ),
         (
-            DEDUP.replace("currency, rtime, rate", "*").replace("rn = 1", "rn <= 2"),
-            {"unique_key": ["currency", "rn"]},
-            "its Top-N deletes the rows that leave it",
+            "SELECT currency, SUM(rate) AS rate, MAX(rtime) AS rtime FROM a.latest "
+            "GROUP BY currency",
+            {
+                "unique_key": ["currency"],
+                "changelogs": {"a.latest": "a.latest_changelog"},
+                "schemas": {**SCHEMAS, "a.latest_changelog": RATES_CHANGELOG},
+            },
+            "it aggregates an upsert_table's changes",
         ),
     ],
 )

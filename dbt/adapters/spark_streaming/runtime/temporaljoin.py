@@ -150,9 +150,9 @@ def _start(version: tuple) -> int:
 
 
 def _valid(versions: list, t: int) -> Optional[dict]:
-    """The version of greatest (start, arrival) with start <= ``t`` (``versions`` sorted), if
-    it has not ended by ``t``. A version is (start, arrival, row) or, read as changes, (start,
-    0, row, end or None)."""
+    """The version of greatest (start, order) with start <= ``t`` (``versions`` sorted), if
+    it has not ended by ``t``. A version is (start, arrival, row), (start, (commit, arrival),
+    row) for an upsert_table's upserts, or, read as changes, (start, 0, row, end or None)."""
     i = bisect.bisect_right(versions, t, key=_start)
     if not i:
         return None

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import StreamingError
-from ..sql import LATEST, SCD2
+from ..sql import LATEST
 from .inputs import classify, named
 from .model import compile_sql
 from .upsert import UPSERT_TABLE, names_config
@@ -107,7 +107,7 @@ def query(
     changelogs = {}  # an upsert_table's versions: its given rows, each inserted once
     for relation, v in versions.items():
         name = fixture[relation]
-        if v.get("how") in (SCD2, LATEST) and name in fixtures:
+        if (v.get("end") or v.get("how") == LATEST) and name in fixtures:
             given = fixtures[name].sql(dialect="spark")
             fixtures[name] = sqlglot.parse_one(
                 f"SELECT *, '+I' AS _op, CAST(0 AS BIGINT) AS _commit_version FROM ({given})",

@@ -447,7 +447,7 @@ def compile_query(
         return _temporal_plan(tree, temporal, delay_us)
     rewrite_group_windows(tree)
     rewrite_window_subqueries(tree)
-    rewrite_retractions(tree, changelogs, materialization, schemas)
+    retracting = rewrite_retractions(tree, changelogs, materialization, schemas)
     inline_ranked_ctes(tree)
     topns = window_topns(tree)
     found = dedups(tree, topns) if materialization == UPSERT_TABLE else []
@@ -542,7 +542,7 @@ def compile_query(
     if ttl_us is None and retracted and not undeclared_keys(retracted[0], constant_domain):
         ttl_us = NEVER_EXPIRES_US  # counts per value (sql/multiset.py) live in Delta only
     if event_time is not None and upsert is not None:
-        _refuse_deleting_versions(event_time, unique_key, upsert, apply, bool(retracted))
+        _refuse_deleting_versions(event_time, unique_key, upsert, apply, retracting)
     stream = None
     scope = unbounded_aggregate(
         tree,
@@ -581,30 +581,33 @@ def _refuse_deleting_versions(
 ) -> None:
     """SSV166 unless an upsert_table with config ``event_time`` holds versions a temporal join
     can read (sql/temporaljoin.py LATEST): its key given in its config, and no key ever
-    deleted, since its changelog's ``-D`` carries the deleted row but not when it was deleted."""
+    deleted, since its changelog's ``-D`` carries the deleted row but not when it was deleted.
+    A key is deleted only where the plan has a keep column that can be false (HAVING, also
+    that of a retracting aggregate, a RANK over an aggregate, apply_changes' delete_when)."""
     why = (
         "each row an upsert_table with event_time upserts is a version of its unique_key "
         "valid from its event_time, which downstream temporal joins (FOR SYSTEM_TIME AS OF) "
         "read from its changelog; a deleted key would need the time of its delete, which the "
         "changelog does not carry"
     )
-    history = "Keep the history with apply_changes scd_type 2 (a delete ends a version there)"
     if apply is not None and apply.scd_type == 2:
         what, fix = "its versions are its rows already", "Remove event_time from its config."
     elif unique_key is None:
         what = "it has no unique_key in its config"
         fix = "Set unique_key (the key its query groups or partitions by): readers see its config."
         why = "a downstream model reads a version's key from the config, not the query"
-    elif apply is not None and apply.delete_when is not None:
-        what, fix = "its apply_changes deletes keys (delete_when)", history + "."
+    elif upsert.keep_column is None or (apply is not None and apply.delete_when is None):
+        return  # no key is ever deleted
+    elif apply is not None:
+        what = "its apply_changes deletes keys (delete_when)"
+        fix = "Keep the history with apply_changes scd_type 2 (a delete ends a version there)."
     elif retracting:
         what = "it aggregates an upsert_table's changes: a group whose rows all go is deleted"
-        fix = history + ", or remove event_time."
-    elif upsert.rank_sql is not None:
-        what, fix = "its Top-N deletes the rows that leave it", "Remove event_time."
-    elif upsert.keep_column is not None and apply is None:
-        what = "its HAVING (or RANK over an aggregate) deletes the keys that fail it"
-        fix = history + ", or remove event_time."
+        fix = "Remove event_time, or join the upstream's history instead (scd_type 2)."
     else:
-        return
+        what = "its HAVING (or a RANK over an aggregate) deletes the keys that fail it"
+        fix = (
+            "Project the condition as a boolean column instead (its keys then stay, flagged) "
+            "and test it in the joining model's ON, or remove event_time."
+        )
     raise SqlError("SSV166", f"event_time '{event_time}' on an upsert_table: {what}", why, fix)

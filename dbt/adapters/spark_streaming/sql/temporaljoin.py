@@ -73,6 +73,8 @@ BATCH_INPUT = "__dss_tj_batch"  # post_sql's input: the operator's output in a m
 END = "__dss_end"  # the oracle: when a version stops being valid (the next one's time)
 
 
+# How a relation holds versions (Versioned.how): recorded with a model's query (runtime/model.py
+# QUERY_CONFIG), so these texts stay as they are.
 SOURCE_META = "its sources.yml meta {unique_key, event_time}"  # how a source declares versions
 SCD2 = "its apply_changes scd_type 2"  # how an upsert_table holds versions: its rows
 LATEST = "its unique_key and event_time config"  # ... or the rows its changelog upserts
@@ -94,13 +96,13 @@ class Versioned:
 
     keys: Tuple[str, ...]
     time: str
-    how: str = SOURCE_META  # for messages
+    how: str = SOURCE_META
     end: Optional[str] = None
 
     @property
     def from_changelog(self) -> bool:
         """Whether the versions are read from the relation's changelog (an upsert_table's)."""
-        return self.how in (SCD2, LATEST)
+        return self.end is not None or self.how == LATEST
 
 
 @dataclass
@@ -484,12 +486,14 @@ def analyse_temporal_join(
             "has no watermark in Spark)",
             f"a version's key and time are columns of {name} ({spec.how}); the time is a TIMESTAMP",
             {
-                SOURCE_META: f"Fix the meta of {name} in its sources.yml entry to name its key "
-                "and event-time columns.",
                 SCD2: f"Give {name} a TIMESTAMP sequence_by (CAST it in its query).",
                 LATEST: f"Set the event_time of {name} to a TIMESTAMP column of its query "
                 "(CAST it there).",
-            }[spec.how],
+            }.get(
+                spec.how,
+                f"Fix the meta of {name} in its sources.yml entry to name its key and "
+                "event-time columns.",
+            ),
             join.right,
         )
     if changelog is not None:  # the versions are read as changes from the changelog
