@@ -34,6 +34,14 @@ def commits(path: str) -> list[dict]:
     return out
 
 
+def committed_once(path: str) -> list[dict]:
+    """`commits(path)`, having asserted that no micro-batch was committed twice."""
+    meta = commits(path)
+    batch_ids = [m["batch_id"] for m in meta if m["batch_id"] is not None]
+    assert batch_ids == sorted(set(batch_ids)), "a batch was committed twice"
+    return meta
+
+
 def equivalence_tests(models) -> str:
     """A schema file giving each of `models` the snapshot_equivalence test."""
     return "models:\n" + "".join(

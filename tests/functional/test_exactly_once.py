@@ -20,7 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 from dbt.adapters.spark_streaming.delta import origins
 from dbt.adapters.spark_streaming.faults import ENV, EXIT_CODE
 
-from .helpers import commits, write_crash_project
+from .helpers import committed_once, write_crash_project
 
 pytestmark = pytest.mark.slow
 
@@ -176,9 +176,7 @@ def crash_and_rerun(base, tmp_path, fault: str, model: str = MODEL, before=None)
     rerun = dbt_run(project)
     assert rerun.returncode == 0, rerun.stdout[-3000:]
 
-    meta = commits(out)
-    batch_ids = [m["batch_id"] for m in meta if m["batch_id"] is not None]
-    assert batch_ids == sorted(set(batch_ids)), "a batch was committed twice"
+    meta = committed_once(out)
     last = meta[-1]
     assert last["sources"] == {"feed.events": 2}
     actual = (

@@ -26,6 +26,7 @@ from . import test_continuous as continuous
 from . import test_exactly_once as exactly_once
 from .helpers import (
     commits,
+    committed_once,
     equivalence_project,
     equivalence_tests,
     rows,
@@ -424,9 +425,7 @@ def test_a_crash_loses_and_duplicates_no_joined_row(tmp_path, fault):
         ran = exactly_once.dbt_run(project)
         assert ran.returncode == 0, ran.stdout[-3000:]
     out = str(tmp_path / "w" / "crash" / "tj_left")
-    meta = commits(out)
-    batch_ids = [m["batch_id"] for m in meta if m["batch_id"] is not None]
-    assert batch_ids == sorted(set(batch_ids)), "a batch was committed twice"
+    meta = committed_once(out)
     watermark = datetime.fromtimestamp(meta[-1]["watermark_ms"] / 1000, timezone.utc)
     got = sorted(map(utc, rows(out)), key=lambda r: r[0])
     assert repr(got) == repr(expected("tj_left", orders, rates, watermark))
